@@ -1,0 +1,5 @@
+"""``python -m mosaic`` is the ``mosaic`` command."""
+
+from mosaic.cli import main
+
+main()

@@ -1,0 +1,111 @@
+"""The actor contract: init, a main loop of message handlers (and optional work), shutdown."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
+
+from mosaic.messages import ErrorResponse, Message, Notice, Response
+from mosaic.transport import RequestClient
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=Message)
+HandlerFn = Callable[[Any, Any], Response | None]
+
+
+def handles(*message_types: type[Message]) -> Callable[[HandlerFn], HandlerFn]:
+    """Mark a method as the handler of ``message_types``.
+
+    A handler of a request returns its response; a handler of a notice returns ``None``.
+    Adding a message to a component means adding one class and one handler, nothing else.
+    """
+
+    def mark(fn: HandlerFn) -> HandlerFn:
+        fn._mosaic_handles = message_types  # type: ignore[attr-defined]
+        return fn
+
+    return mark
+
+
+class Component:
+    """Base of every actor: environments, brains, muscles, conductors and controllers.
+
+    Lifecycle, driven by :class:`~mosaic.actors.host.ActorHost` in the actor's own thread:
+
+    * **init**: :meth:`on_setup` once, after the component's endpoint is bound;
+    * **main loop**: each received message goes to the handler registered for its type with
+      :func:`handles`; between messages, :meth:`do_work` runs while :meth:`has_work` is true
+      (a bounded chunk each time, so control messages are never starved);
+    * **shutdown**: :meth:`on_shutdown` once, also after a failure. A handler calls
+      :meth:`request_stop` to end the loop after its reply is sent.
+
+    A handler that raises is answered with an :class:`ErrorResponse` to the sender and logged;
+    the component keeps running.
+    """
+
+    _handlers: ClassVar[dict[type[Message], str]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        handlers: dict[type[Message], str] = {}
+        for klass in reversed(cls.__mro__):
+            for name, member in vars(klass).items():
+                for message_type in getattr(member, "_mosaic_handles", ()):
+                    handlers[message_type] = name
+        cls._handlers = handlers
+
+    def __init__(self, uid: str) -> None:
+        self.uid = uid
+        self.stop_requested = False
+        self._clients: list[RequestClient] = []
+
+    # -- lifecycle hooks ------------------------------------------------------------------
+    def on_setup(self) -> None:
+        """Initialise; runs in the actor's thread once its endpoint is bound."""
+
+    def on_shutdown(self) -> None:
+        """Release resources; runs once in the actor's thread, also after a failure."""
+
+    def has_work(self) -> bool:
+        """True while the component has main-loop work besides answering messages."""
+        return False
+
+    def do_work(self) -> None:
+        """Run one bounded chunk of main-loop work (a few milliseconds at most)."""
+
+    def request_stop(self) -> None:
+        """Ask the host to stop once the current message has been answered."""
+        self.stop_requested = True
+
+    # -- helpers --------------------------------------------------------------------------
+    def connect(self, endpoint: str, peer: str) -> RequestClient:
+        """A client socket owned by this actor's thread, closed automatically at shutdown."""
+        client = RequestClient(endpoint, peer=peer)
+        self._clients.append(client)
+        return client
+
+    def disconnect(self, client: RequestClient) -> None:
+        """Close a client made by :meth:`connect` before shutdown."""
+        if client in self._clients:
+            self._clients.remove(client)
+        client.close()
+
+    def close_clients(self) -> None:
+        """Close every client made by :meth:`connect`. Idempotent."""
+        for client in self._clients:
+            client.close()
+        self._clients.clear()
+
+    def dispatch(self, message: Message) -> Response | None:
+        """Run the handler for ``message``; unknown types get an :class:`ErrorResponse`."""
+        name = self._handlers.get(type(message))
+        if name is None:
+            tag = type(message).__name__
+            log.error("%s: no handler for %s", self.uid, tag)
+            if isinstance(message, Notice):
+                return None
+            return ErrorResponse(request=tag, error_type="UnhandledMessage",
+                                 error=f"{self.uid} does not handle {tag}")
+        return getattr(self, name)(message)  # type: ignore[no-any-return]

@@ -1,0 +1,105 @@
+"""The muscle actor: runs a user's Muscle, answers the controller, talks to the brain."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mosaic.actors.component import Component, handles
+from mosaic.actors.slots import slots_from_specs
+from mosaic.agents import Muscle, MuscleContext
+from mosaic.errors import MosaicError
+from mosaic.experiment.imports import import_object
+from mosaic.messages import (
+    AgentUpdateRequest,
+    AgentUpdateResponse,
+    BrainShutdownRequest,
+    BrainShutdownResponse,
+    MuscleSetupRequest,
+    MuscleSetupResponse,
+    MuscleShutdownRequest,
+    MuscleShutdownResponse,
+    MuscleUpdateRequest,
+    MuscleUpdateResponse,
+)
+from mosaic.transport import RequestClient
+
+_NO_ACTIONS: dict[str, Any] = {}
+DEFAULT_BRAIN_TIMEOUT_S = 60.0
+
+
+class MuscleActor(Component):
+    """Hosts one :class:`~mosaic.agents.Muscle` for one agent in one environment.
+
+    Per :class:`AgentUpdateRequest`: ``step == 0`` starts an episode (``reset``); otherwise each
+    slot's reward goes to ``feedback``, and experience it returns is sent to the brain, whose
+    answer goes to ``apply_update``. Unless the episode ended, ``act`` picks an action for each
+    acting slot of this muscle.
+    """
+
+    def __init__(self, uid: str) -> None:
+        super().__init__(uid)
+        self._muscle: Muscle | None = None
+        self._brain: RequestClient | None = None
+        self._brain_timeout = DEFAULT_BRAIN_TIMEOUT_S
+        self._slots: frozenset[str] = frozenset()
+
+    @handles(MuscleSetupRequest)
+    def _setup(self, request: MuscleSetupRequest) -> MuscleSetupResponse:
+        cls = import_object(request.muscle["class"])
+        if not (isinstance(cls, type) and issubclass(cls, Muscle)):
+            raise MosaicError(f"{request.muscle['class']} is not a mosaic.agents.Muscle subclass")
+        slots = slots_from_specs(request.sensors, request.actuators)
+        context = MuscleContext(agent=request.agent_uid, muscle=self.uid,
+                                environment=request.environment_uid, slots=slots,
+                                seed=request.seed, mode=request.mode,  # type: ignore[arg-type]
+                                params=dict(request.muscle.get("params") or {}))
+        muscle = cls()
+        muscle.setup(context)
+        self._muscle = muscle
+        self._slots = frozenset(slots)
+        self._brain_timeout = float(request.muscle.get("timeout", DEFAULT_BRAIN_TIMEOUT_S))
+        if request.brain_endpoint:
+            self._brain = self.connect(request.brain_endpoint, peer=f"brain of {request.agent_uid}")
+        return MuscleSetupResponse(self.uid)
+
+    @handles(AgentUpdateRequest)
+    def _update(self, request: AgentUpdateRequest) -> AgentUpdateResponse:
+        muscle = self._muscle
+        if muscle is None:
+            raise MosaicError(f"muscle {self.uid!r} was not set up")
+        observations = request.observations
+        if request.step == 0:
+            muscle.reset()
+        else:
+            for slot, reward in request.rewards.items():
+                experience = muscle.feedback(slot, reward, request.terminated, request.truncated,
+                                             observations.get(slot))
+                if experience is not None:
+                    self._learn(muscle, experience)
+        if request.terminated or request.truncated:
+            return AgentUpdateResponse(_NO_ACTIONS)
+        legal = request.legal_actions
+        return AgentUpdateResponse({
+            slot: muscle.act(slot, observations[slot], legal.get(slot))
+            for slot in request.acting if slot in self._slots
+        })
+
+    def _learn(self, muscle: Muscle, experience: Any) -> None:
+        if self._brain is None:
+            raise MosaicError(f"muscle {self.uid!r} returned experience but has no brain")
+        answer = self._brain.request(MuscleUpdateRequest(self.uid, experience),
+                                     MuscleUpdateResponse, self._brain_timeout)
+        if answer.update is not None:
+            muscle.apply_update(answer.update)
+
+    @handles(MuscleShutdownRequest)
+    def _shutdown(self, request: MuscleShutdownRequest) -> MuscleShutdownResponse:
+        self.request_stop()
+        if self._brain is not None:
+            self._brain.request(BrainShutdownRequest(self.uid), BrainShutdownResponse,
+                                self._brain_timeout)
+        return MuscleShutdownResponse(self.uid)
+
+    def on_shutdown(self) -> None:
+        if self._muscle is not None:
+            self._muscle.teardown()

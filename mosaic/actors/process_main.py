@@ -1,0 +1,68 @@
+"""Entry point of a component process: ``python -m mosaic.actors.process_main KIND UID ENDPOINT``.
+
+It runs the same :class:`~mosaic.actors.host.ActorHost` as a thread placement would, prints
+``READY <endpoint>`` once bound (or ``FAILED <reason>``), and exits when the host stops: after its
+shutdown request, on SIGTERM, or when the parent process is gone. SIGINT is ignored: a Ctrl-C at
+the terminal is the run's to orchestrate, not each child's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+
+from mosaic.lifeline import die_with_parent, parent_alive
+
+#: How often the child looks for its parent when the kernel cannot signal it.
+PARENT_CHECK_S = 0.5
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="mosaic.actors.process_main")
+    parser.add_argument("kind")
+    parser.add_argument("uid")
+    parser.add_argument("endpoint")
+    parser.add_argument("--parent-pid", type=int, required=True)
+    parser.add_argument("--log-level", default="WARNING")
+    parser.add_argument("--start-timeout", type=float, default=30.0)
+    args = parser.parse_args(argv)
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(args.parent_pid)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format=f"%(levelname)s {args.uid}: %(message)s")
+
+    # Imported after the lifeline is armed: these imports are the slow part of a start.
+    from mosaic.actors.host import ActorHost, HostStatus
+    from mosaic.actors.kinds import make_component
+
+    status = HostStatus()
+    try:
+        component = make_component(args.kind, args.uid)
+    except Exception as error:
+        print(f"FAILED {type(error).__name__}: {error}", flush=True)
+        return 1
+    ref = ActorHost.start(component, args.endpoint, status)
+    if not status.bound.wait(args.start_timeout) or status.failure is not None:
+        print(f"FAILED {status.failure or 'start-up timed out'}", flush=True)
+        ref.stop(block=False)
+        return 1
+    print(f"READY {status.endpoint}", flush=True)
+
+    def on_term(signum: int, frame: object) -> None:
+        # Only this thread touches the pykka inbox from outside, so a tell is safe here.
+        ref.stop(block=False)
+
+    signal.signal(signal.SIGTERM, on_term)
+    while not status.stopped.wait(PARENT_CHECK_S):
+        if not parent_alive(args.parent_pid):
+            ref.stop(block=False)
+            status.stopped.wait(5.0)
+            break
+    return 0 if status.failure is None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""The Brain: the part of an agent that learns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mosaic.agents.context import BrainContext
+
+
+class Brain:
+    """Base class for brains. Subclass it and implement :meth:`learn`.
+
+    A brain serves one or more muscles (parameter sharing, or one muscle per environment). mosaic
+    calls, always from the brain actor's own thread:
+
+    1. :meth:`setup` once, with the :class:`BrainContext`.
+    2. :meth:`learn` whenever one of its muscles sends experience. Its return value goes back to
+       that muscle's :meth:`Muscle.apply_update`; ``None`` means "nothing to apply". The brain thus
+       chooses the schedule: answer with weights every step, every N steps, or at episode end.
+    3. :meth:`teardown` once, at shutdown.
+
+    :meth:`state` and :meth:`load_state` exchange the brain's learnable state as a flat mapping of
+    NumPy arrays; mosaic stores it as ``.npz`` (never pickle).
+    """
+
+    context: BrainContext
+
+    def setup(self, context: BrainContext) -> None:
+        """Remember the context. Override to build models; call ``super().setup(context)``."""
+        self.context = context
+
+    def learn(self, muscle: str, experience: Any) -> Any:
+        """Learn from ``experience`` sent by ``muscle``; return an update for it, or ``None``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement learn()")
+
+    def state(self) -> dict[str, np.ndarray]:
+        """Return the learnable state as NumPy arrays (empty for a brain that does not learn)."""
+        return {}
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        """Restore what :meth:`state` returned."""
+
+    def teardown(self) -> None:
+        """Release resources. Called once at shutdown, also after a failure."""
+
+
+class NoOpBrain(Brain):
+    """A brain that learns nothing: for scripted or random muscles."""
+
+    def learn(self, muscle: str, experience: Any) -> Any:
+        return None

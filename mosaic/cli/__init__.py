@@ -1,0 +1,5 @@
+"""The ``mosaic`` command line."""
+
+from mosaic.cli.main import main
+
+__all__ = ["main"]

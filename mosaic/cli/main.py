@@ -1,0 +1,162 @@
+"""``mosaic``: start and check experiments, and read their results.
+
+Imports of the heavy parts happen inside the commands, so ``mosaic --help`` and a bad file
+answer at once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+def _configure_logging(verbose: int) -> None:
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+
+
+def _load(path: str, store: str | None = None):  # type: ignore[no-untyped-def]
+    from mosaic.errors import ConfigError
+    from mosaic.experiment import load_experiment
+
+    try:
+        return load_experiment(path, store_override=store)
+    except ConfigError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="mosaic")
+def cli() -> None:
+    """mosaic: multi-agent experiments over ZeroMQ."""
+
+
+@cli.command("experiment-start")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--store", "store", metavar="PATH", help="SQLite file for the results "
+              "(default: the file's store.path, or <experiment>.sqlite next to it).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress line and no summary table.")
+@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+@click.option("--timings", metavar="FILE", hidden=True,
+              help="Write first/last step wall-clock times as JSON (for benchmarks).")
+def experiment_start(file: str, store: str | None, quiet: bool, verbose: int, timings: str | None) -> None:
+    """Run the experiment in FILE and record every step."""
+    _configure_logging(verbose)
+    experiment = _load(file, store)
+    from mosaic.cli.report import ProgressLine, format_run_line, format_summary
+    from mosaic.errors import StoreError
+    from mosaic.orchestration.executor import Executor
+    from mosaic.store import StoreWriter
+
+    runs = experiment.runs
+    click.echo(f"mosaic: experiment {experiment.uid!r}: {runs} run(s) x {experiment.episodes} "
+               f"episode(s), seed {experiment.seed}", err=True)
+    progress = ProgressLine(runs) if not quiet else None
+
+    def run_ended(result):  # type: ignore[no-untyped-def]
+        if progress is not None:
+            progress.clear()
+        click.echo(format_run_line(result), err=True)
+
+    try:
+        writer = StoreWriter(experiment.store_path)
+        writer.start()
+    except StoreError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    try:
+        executor = Executor(experiment, writer,
+                            on_progress=progress.update if progress is not None else None,
+                            on_run_end=run_ended)
+        results = executor.execute()
+    finally:
+        writer.close(60.0)
+    if timings:
+        Path(timings).write_text(json.dumps({
+            "first_step_at": min((r.first_step_at for r in results if r.first_step_at), default=None),
+            "last_step_at": max((r.last_step_at for r in results if r.last_step_at), default=None),
+        }))
+    if not quiet:
+        click.echo("")
+        click.echo(format_summary(results, str(experiment.store_path)))
+    if executor.cancelled_by is not None:
+        click.echo("mosaic: cancelled; every step taken so far is stored.", err=True)
+        sys.exit(EXIT_SIGNAL.get(executor.cancelled_by, EXIT_FAILED))
+    sys.exit(EXIT_OK if results and all(r.status == "finished" for r in results) else EXIT_FAILED)
+
+
+@cli.command("experiment-check")
+@click.argument("file", type=click.Path(dir_okay=False))
+def experiment_check(file: str) -> None:
+    """Validate FILE without running it."""
+    experiment = _load(file)
+    click.echo(f"{file}: ok: experiment {experiment.uid!r}, {experiment.runs} run(s), "
+               f"{len(experiment.environments)} environment(s), {len(experiment.agents)} agent(s); "
+               f"results go to {experiment.store_path}")
+
+
+@cli.group("runs")
+def runs() -> None:
+    """Read recorded runs."""
+
+
+def _store_path(store: str | None, experiment: str | None) -> str:
+    if store:
+        return store
+    if experiment:
+        return str(_load(experiment).store_path)
+    raise click.UsageError("give --store PATH or --experiment FILE")
+
+
+@runs.command("list")
+@click.option("--store", metavar="PATH", help="The results file.")
+@click.option("--experiment", metavar="FILE", help="Find the results file from an experiment file.")
+def runs_list(store: str | None, experiment: str | None) -> None:
+    """List the runs in a results store."""
+    from mosaic.errors import StoreError
+    from mosaic.store import format_runs_table, open_store
+
+    try:
+        with open_store(_store_path(store, experiment)) as opened:
+            click.echo(format_runs_table(opened.list_runs()))
+    except StoreError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+
+
+@runs.command("show")
+@click.argument("run")
+@click.option("--store", metavar="PATH", help="The results file.")
+@click.option("--experiment", metavar="FILE", help="Find the results file from an experiment file.")
+def runs_show(run: str, store: str | None, experiment: str | None) -> None:
+    """Show one run (uid, unique prefix or id): transitions, episodes, steps."""
+    from mosaic.errors import StoreError
+    from mosaic.store import format_run_detail, open_store
+
+    try:
+        with open_store(_store_path(store, experiment)) as opened:
+            click.echo(format_run_detail(opened.show_run(run)))
+    except StoreError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point.
+
+    Modules of the user's own (environments, brains, muscles named in a file) are imported from
+    the current directory, as ``python -m`` does, and as component processes do.
+    """
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    cli.main(args=argv, prog_name="mosaic")

@@ -1,0 +1,62 @@
+"""What both conductors do: place components, register them for supervision, reap them."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from mosaic.actors.component import Component
+from mosaic.actors.kinds import make_component
+from mosaic.actors.placement import Placed, PlacementKind, place
+
+if TYPE_CHECKING:
+    from mosaic.orchestration.run_context import RunContext
+
+log = logging.getLogger(__name__)
+
+
+class Conductor(Component):
+    """Creates and supervises the components of one kind of part of a run.
+
+    Every component it places is registered with the run's supervisor; at shutdown it gives each
+    one the shutdown timeout to end (they normally already have, after their shutdown request),
+    then kills it and reports it as killed.
+    """
+
+    def __init__(self, uid: str, ctx: RunContext) -> None:
+        super().__init__(uid)
+        self.ctx = ctx
+        self._placed: list[Placed] = []
+
+    def place(self, kind: str, uid: str, placement: PlacementKind, *, reachable_from_process: bool) -> Placed:
+        """Start component ``uid`` of ``kind`` in a thread or process; blocks until it is bound."""
+        ctx = self.ctx
+        prelaunched = ctx.adopt(kind, uid) if placement == "process" else None
+        placed: Placed
+        if prelaunched is not None:
+            placed = prelaunched.wait_bound(ctx.timeouts.setup, ctx.check)
+        else:
+            endpoint = ctx.endpoints.for_placement(uid, reachable_from_process or placement == "process")
+            placed = place(lambda: make_component(kind, uid), kind, uid, placement, endpoint,
+                           timeout=ctx.timeouts.setup, check=ctx.check)
+        self._placed.append(placed)
+        self.ctx.supervisor.add(placed)
+        return placed
+
+    def reap(self) -> tuple[str, ...]:
+        """End every placed component; return those that had to be killed."""
+        killed = []
+        for placed in self._placed:
+            self.ctx.supervisor.release(placed.uid)
+            if not placed.stop(self.ctx.timeouts.shutdown):
+                log.warning("%s did not stop in time and was killed", placed.describe())
+                killed.append(placed.describe())
+        self._placed.clear()
+        return tuple(killed)
+
+    def on_shutdown(self) -> None:
+        # Also on failure: nothing this conductor started may outlive it.
+        for placed in self._placed:
+            self.ctx.supervisor.release(placed.uid)
+            placed.kill()
+        self._placed.clear()

@@ -1,0 +1,34 @@
+"""The EnvironmentConductor: creates and supervises the run's environment actors."""
+
+from __future__ import annotations
+
+from mosaic.actors.placement import PlacementKind
+from mosaic.conductors.base import Conductor
+from mosaic.actors.component import handles
+from mosaic.messages import (
+    EnvironmentConductorShutdownRequest,
+    EnvironmentConductorShutdownResponse,
+    EnvironmentSetupRequest,
+    EnvironmentSetupResponse,
+)
+
+
+class EnvironmentConductor(Conductor):
+    """Places one environment actor per EnvironmentSetupRequest and answers with its endpoint.
+
+    The environment itself is built by the actor on EnvironmentStartRequest, which the
+    simulation controller sends it directly.
+    """
+
+    @handles(EnvironmentSetupRequest)
+    def _setup(self, request: EnvironmentSetupRequest) -> EnvironmentSetupResponse:
+        placement: PlacementKind = request.placement  # type: ignore[assignment]
+        placed = self.place("environment", request.environment_uid, placement,
+                            reachable_from_process=False)
+        return EnvironmentSetupResponse(request.environment_uid, placed.endpoint)
+
+    @handles(EnvironmentConductorShutdownRequest)
+    def _shutdown(self, request: EnvironmentConductorShutdownRequest) -> EnvironmentConductorShutdownResponse:
+        killed = self.reap()
+        self.request_stop()
+        return EnvironmentConductorShutdownResponse(request.run_uid, killed)

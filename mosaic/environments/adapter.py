@@ -1,0 +1,48 @@
+"""The environment side of the step loop, whatever library the environment comes from."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one reset or step produced, keyed by the environment's agent ids ("slots").
+
+    ``acting`` lists the slots that must act next; ``legal_actions`` holds action masks for the
+    slots whose environment provides one.
+    """
+
+    observations: dict[str, Any]
+    rewards: dict[str, float]
+    terminated: bool
+    truncated: bool
+    acting: tuple[str, ...]
+    legal_actions: dict[str, Any]
+
+
+class EnvironmentAdapter:
+    """One environment instance seen as slots with sensors (observation spaces) and actuators.
+
+    Implementations wrap a library's environment; the environment actor calls them from its own
+    thread only.
+    """
+
+    #: slot -> (observation space, action space); the environment's own space objects.
+    slots: Mapping[str, tuple[gymnasium.Space[Any], gymnasium.Space[Any]]]
+
+    def reset(self, seed: int | None) -> Outcome:
+        """Start an episode, seeding the environment when ``seed`` is given."""
+        raise NotImplementedError
+
+    def step(self, actions: Mapping[str, Any]) -> Outcome:
+        """Apply one action per acting slot."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the environment. Idempotent."""
+        raise NotImplementedError

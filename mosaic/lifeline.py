@@ -1,0 +1,38 @@
+"""Child processes die with their parent: no orphan survives a killed run."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import signal
+import sys
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int, sig: int = signal.SIGTERM) -> bool:
+    """Ask the kernel to send ``sig`` to this process when its parent ends (Linux).
+
+    Returns False where the platform cannot do it; callers then rely on
+    :func:`parent_alive` checks. If the parent already ended before this call, the process
+    exits at once, since nobody would ever send it the signal.
+
+    Note that Linux sends the signal when the parent *thread* that started this process ends;
+    mosaic starts component processes from threads that outlive them.
+    """
+    armed = False
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            armed = libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
+        except OSError:
+            armed = False
+    if not parent_alive(parent_pid):
+        os._exit(1)
+    return armed
+
+
+def parent_alive(parent_pid: int) -> bool:
+    """True while this process is still the child of ``parent_pid``."""
+    return os.getppid() == parent_pid

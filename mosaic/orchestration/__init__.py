@@ -1,0 +1,1 @@
+"""Orchestration: Executor, RunGovernor (state machine), SimulationController."""

@@ -1,0 +1,148 @@
+"""The RunGovernor: one per run; owns the run's state machine."""
+
+from __future__ import annotations
+
+import logging
+
+from mosaic.actors.component import Component, handles
+from mosaic.actors.placement import Placed, ThreadPlaced
+from mosaic.conductors.agent_conductor import AgentConductor
+from mosaic.conductors.environment_conductor import EnvironmentConductor
+from mosaic.errors import MosaicError, RunCancelled
+from mosaic.messages import (
+    ExperimentRunFinishedNotice,
+    ExperimentRunShutdownRequest,
+    ExperimentShutdownResponse,
+    ExperimentStartRequest,
+    ExperimentStartResponse,
+    SimulationFinishedNotice,
+    SimulationStartRequest,
+    SimulationStartResponse,
+    SimulationStopRequest,
+    SimulationStopResponse,
+)
+from mosaic.orchestration import names
+from mosaic.orchestration.run_context import RunContext
+from mosaic.orchestration.simulation_controller import SimulationController, describe
+from mosaic.orchestration.state_machine import RunState, RunStateMachine, Transition
+from mosaic.transport import RequestClient
+
+log = logging.getLogger(__name__)
+
+_OUTCOMES = {"finished": RunState.FINISHED, "failed": RunState.FAILED, "cancelled": RunState.CANCELLED}
+
+
+class RunGovernor(Component):
+    """Brings one run up, keeps its state, and brings it down.
+
+    * ExperimentStartRequest: starts the SimulationController, the EnvironmentConductor and the
+      AgentConductor (in that order), sends SimulationStartRequest, and answers once the
+      simulation is set up (state ``running``) or set-up failed (state ``stopping``).
+    * SimulationFinishedNotice: records how the simulation ended and tells the executor with an
+      ExperimentRunFinishedNotice.
+    * ExperimentRunShutdownRequest: sends SimulationStopRequest, stops the orchestration
+      components, kills anything of the run still alive, moves to the final state and answers
+      ExperimentShutdownResponse.
+
+    Every transition goes to the store as it happens.
+    """
+
+    def __init__(self, uid: str, ctx: RunContext) -> None:
+        super().__init__(uid)
+        self.ctx = ctx
+        self.machine = RunStateMachine(on_transition=self._record)
+        self._orchestration: list[Placed] = []
+        self._simulation: RequestClient | None = None
+        self._executor: RequestClient | None = None
+        self._outcome: tuple[RunState, str | None] | None = None
+
+    def _record(self, transition: Transition) -> None:
+        log.debug("run %s: %s -> %s (%s)", self.ctx.run_uid, transition.source.value,
+                  transition.target.value, transition.reason)
+        if self.ctx.store is not None:
+            self.ctx.store.record_transition(self.ctx.run_id, transition.source.value,
+                                             transition.target.value, transition.reason)
+
+    def _settle(self, state: RunState, error: str | None) -> None:
+        """Remember the first outcome; later ones (a stop after a failure) do not override it."""
+        if self._outcome is None:
+            self._outcome = (state, error)
+
+    @handles(ExperimentStartRequest)
+    def _start(self, request: ExperimentStartRequest) -> ExperimentStartResponse:
+        ctx = self.ctx
+        self.machine.transition(RunState.SETTING_UP, "experiment start requested")
+        self._executor = self.connect(request.notify_endpoint, peer="executor")
+        error: str | None
+        try:
+            for name, cls in ((names.SIMULATION_CONTROLLER, SimulationController),
+                              (names.ENVIRONMENT_CONDUCTOR, EnvironmentConductor),
+                              (names.AGENT_CONDUCTOR, AgentConductor)):
+                self._orchestration.append(ThreadPlaced(cls(name, ctx), "orchestration",
+                                                        ctx.endpoints.inproc(name),
+                                                        timeout=ctx.timeouts.setup))
+            self._simulation = self.connect(self._orchestration[0].endpoint, peer="simulation controller")
+            components = len(ctx.config["environments"]) + 2 * len(ctx.config["agents"])
+            answer = self._simulation.request(
+                SimulationStartRequest(ctx.run_uid, ctx.seed, ctx.config,
+                                       ctx.endpoints.inproc(names.RUN_GOVERNOR)),
+                SimulationStartResponse, ctx.timeouts.setup * (2 + components), ctx.check)
+            if answer.ok:
+                self.machine.transition(RunState.RUNNING, "simulation set up")
+                return ExperimentStartResponse(ctx.run_uid, True)
+            error = answer.error
+        except RunCancelled:
+            error = "cancelled during set-up"
+        except MosaicError as failure:
+            error = describe(failure)
+        if ctx.cancelled.is_set():
+            self._settle(RunState.CANCELLED, None)
+        else:
+            self._settle(RunState.FAILED, error)
+        self.machine.transition(RunState.STOPPING, error or "set-up failed")
+        return ExperimentStartResponse(ctx.run_uid, False, error)
+
+    @handles(SimulationFinishedNotice)
+    def _finished(self, notice: SimulationFinishedNotice) -> None:
+        self._settle(_OUTCOMES.get(notice.status, RunState.FAILED), notice.error)
+        if self.machine.state is RunState.RUNNING:
+            self.machine.transition(RunState.STOPPING, f"simulation {notice.status}")
+        if self._executor is not None:
+            self._executor.notify(ExperimentRunFinishedNotice(self.ctx.run_uid, notice.status, notice.error))
+
+    @handles(ExperimentRunShutdownRequest)
+    def _shutdown(self, request: ExperimentRunShutdownRequest) -> ExperimentShutdownResponse:
+        ctx = self.ctx
+        self._settle(_OUTCOMES.get(request.reason, RunState.FAILED), None)
+        if self.machine.state in (RunState.SETTING_UP, RunState.RUNNING):
+            self.machine.transition(RunState.STOPPING, f"shutdown requested: {request.reason}")
+        killed: list[str] = []
+        if self._simulation is not None and self._orchestration[0].alive():
+            components = len(ctx.supervisor.placed()) + 2
+            try:
+                answer = self._simulation.request(SimulationStopRequest(ctx.run_uid, request.reason),
+                                                  SimulationStopResponse,
+                                                  ctx.timeouts.shutdown * components)
+                killed.extend(answer.killed)
+            except MosaicError as error:
+                log.error("simulation controller did not stop: %s", error)
+        for placed in reversed(self._orchestration):
+            if not placed.stop(ctx.timeouts.shutdown):
+                killed.append(placed.describe())
+        # Whatever is still alive now was missed by its conductor: nothing may outlive the run.
+        for placed in ctx.supervisor.placed():
+            if placed.alive():
+                placed.kill()
+                killed.append(placed.describe())
+        state, error = self._outcome or (RunState.FAILED, "no outcome")
+        self.machine.transition(state, error or request.reason)
+        self.request_stop()
+        progress = ctx.progress
+        return ExperimentShutdownResponse(ctx.run_uid, state.value, error, progress.episodes,
+                                          progress.steps, tuple(killed))
+
+    def on_shutdown(self) -> None:
+        # Also after a failure of this governor: stop the orchestration it started.
+        for placed in reversed(self._orchestration):
+            if placed.alive():
+                placed.stop(self.ctx.timeouts.shutdown)

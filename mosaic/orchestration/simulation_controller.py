@@ -1,0 +1,355 @@
+"""The vanilla SimulationController: environment and agents alternate, step after step."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from mosaic.actors.component import Component, handles
+from mosaic.errors import MosaicError, RemoteError, RunCancelled
+from mosaic.messages import (
+    ActuatorSpec,
+    AgentConductorShutdownRequest,
+    AgentConductorShutdownResponse,
+    AgentSetupRequest,
+    AgentSetupResponse,
+    AgentUpdateRequest,
+    AgentUpdateResponse,
+    EnvironmentConductorShutdownRequest,
+    EnvironmentConductorShutdownResponse,
+    EnvironmentResetRequest,
+    EnvironmentResetResponse,
+    EnvironmentSetupRequest,
+    EnvironmentSetupResponse,
+    EnvironmentShutdownRequest,
+    EnvironmentShutdownResponse,
+    EnvironmentStartRequest,
+    EnvironmentStartResponse,
+    EnvironmentUpdateRequest,
+    EnvironmentUpdateResponse,
+    MuscleShutdownRequest,
+    MuscleShutdownResponse,
+    Request,
+    Response,
+    SensorSpec,
+    SimulationFinishedNotice,
+    SimulationStartRequest,
+    SimulationStartResponse,
+    SimulationStopRequest,
+    SimulationStopResponse,
+)
+from mosaic.orchestration import names
+from mosaic.orchestration.run_context import RunContext
+from mosaic.seeding import brain_seed, environment_seed, episode_seed, muscle_seed
+from mosaic.transport import RequestClient
+
+log = logging.getLogger(__name__)
+
+#: How long one chunk of the main loop may run before control messages are looked at.
+WORK_CHUNK_S = 0.005
+
+
+def describe(error: BaseException) -> str:
+    """A one-line account of ``error`` for run records and the summary."""
+    if isinstance(error, MosaicError):
+        return str(error)
+    return f"{type(error).__name__}: {error}"
+
+
+@dataclass
+class _MuscleLink:
+    uid: str
+    agent: str
+    client: RequestClient
+    slots: frozenset[str]
+
+
+@dataclass
+class _EnvironmentLoop:
+    """The state of the episode loop of one environment."""
+
+    index: int
+    uid: str
+    client: RequestClient
+    sensors: tuple[SensorSpec, ...]
+    actuators: tuple[ActuatorSpec, ...]
+    mapping: dict[str, str]  # slot -> agent uid
+    muscles: list[_MuscleLink] = field(default_factory=list)
+    episode: int = 0
+    step: int = 0
+    needs_reset: bool = True
+    finished: bool = False
+    observations: dict[str, Any] = field(default_factory=dict)
+    actions: dict[str, Any] = field(default_factory=dict)
+    returns: dict[str, float] = field(default_factory=dict)
+    episode_seed: int = 0
+
+
+class SimulationController(Component):
+    """Sets up the run's environments and agents, then steps them until done or told to stop.
+
+    Set-up (on SimulationStartRequest): for each environment, EnvironmentSetupRequest to the
+    EnvironmentConductor and EnvironmentStartRequest to the environment actor; then per agent
+    AgentSetupRequest to the AgentConductor. The main loop then runs in chunks of
+    :data:`WORK_CHUNK_S` between control messages: per step one EnvironmentUpdateRequest and one
+    AgentUpdateRequest per muscle, over direct links (no broker hop). Step records go to the
+    store writer in batches; the writer's thread encodes and writes them.
+
+    When every environment has run its episodes (or a part failed, or the run was cancelled)
+    it tells the RunGovernor with a SimulationFinishedNotice. On SimulationStopRequest it shuts
+    down the muscles (which shut down their brains), the environments, then both conductors.
+    """
+
+    def __init__(self, uid: str, ctx: RunContext) -> None:
+        super().__init__(uid)
+        self.ctx = ctx
+        self._loops: list[_EnvironmentLoop] = []
+        self._running = False
+        self._rows: list[tuple[Any, ...]] = []
+        self._governor: RequestClient | None = None
+        self._conductors: list[tuple[RequestClient, Request, type[Response]]] = []
+        config = ctx.config
+        self._episodes = int(config["episodes"])
+        self._max_steps: int | None = config.get("max_steps")
+        self._record = bool(config.get("record_steps", True)) and ctx.store is not None
+
+    # -- set-up ---------------------------------------------------------------------------
+    @handles(SimulationStartRequest)
+    def _start(self, request: SimulationStartRequest) -> SimulationStartResponse:
+        self._governor = self.connect(request.governor_endpoint, peer="run governor")
+        try:
+            self._set_up(request.config)
+        except RunCancelled:
+            return SimulationStartResponse(request.run_uid, False, "cancelled during set-up")
+        except Exception as error:
+            log.debug("set-up failed", exc_info=True)
+            return SimulationStartResponse(request.run_uid, False, describe(error))
+        self._running = True
+        return SimulationStartResponse(request.run_uid, True)
+
+    def _set_up(self, config: dict[str, Any]) -> None:
+        ctx = self.ctx
+        timeout, check, seed = ctx.timeouts.setup, ctx.check, ctx.seed
+        environment_conductor = self.connect(ctx.endpoints.inproc(names.ENVIRONMENT_CONDUCTOR),
+                                             peer="environment conductor")
+        agent_conductor = self.connect(ctx.endpoints.inproc(names.AGENT_CONDUCTOR),
+                                       peer="agent conductor")
+        # Shut down in this order: agents first, then environments (see _stop).
+        self._conductors = [
+            (agent_conductor, AgentConductorShutdownRequest(ctx.run_uid), AgentConductorShutdownResponse),
+            (environment_conductor, EnvironmentConductorShutdownRequest(ctx.run_uid),
+             EnvironmentConductorShutdownResponse),
+        ]
+        agents = [agent["uid"] for agent in config["agents"]]
+        for index, env in enumerate(config["environments"]):
+            setup = environment_conductor.request(
+                EnvironmentSetupRequest(ctx.run_uid, env["uid"], env["placement"]),
+                EnvironmentSetupResponse, timeout, check)
+            client = self.connect(setup.endpoint, peer=f"environment {env['uid']!r}")
+            started = client.request(
+                EnvironmentStartRequest(env["uid"], env["env"], env["params"], environment_seed(seed, index)),
+                EnvironmentStartResponse, timeout, check)
+            mapping = _resolve_mapping(env["uid"], env.get("policy_mapping"), started.sensors, agents)
+            self._loops.append(_EnvironmentLoop(index, env["uid"], client, started.sensors,
+                                                started.actuators, mapping))
+
+        for agent_index, agent in enumerate(config["agents"]):
+            muscles: dict[str, dict[str, Any]] = {}
+            for loop in self._loops:
+                slots = {slot for slot, owner in loop.mapping.items() if owner == agent["uid"]}
+                if not slots:
+                    continue
+                muscles[names.muscle_uid(agent["uid"], loop.uid)] = {
+                    "environment": loop.uid,
+                    "sensors": [s for s in loop.sensors if s.uid in slots],
+                    "actuators": [a for a in loop.actuators if a.uid in slots],
+                    "seed": muscle_seed(seed, agent_index, loop.index),
+                }
+            if not muscles:
+                raise MosaicError(f"agent {agent['uid']!r} acts in no environment: "
+                                  "map it in an environment's policy_mapping")
+            answer = agent_conductor.request(
+                AgentSetupRequest(ctx.run_uid, agent["uid"], agent, muscles,
+                                  brain_seed(seed, agent_index), config.get("mode", "train")),
+                AgentSetupResponse, timeout * (2 + len(muscles)), check)
+            for muscle_uid, endpoint in answer.muscle_endpoints.items():
+                loop = next(lp for lp in self._loops if lp.uid == muscles[muscle_uid]["environment"])
+                slots = frozenset(s.uid for s in muscles[muscle_uid]["sensors"])
+                loop.muscles.append(_MuscleLink(muscle_uid, agent["uid"],
+                                                self.connect(endpoint, peer=f"muscle {muscle_uid!r}"),
+                                                slots))
+        self.ctx.progress.episodes_total = self._episodes * len(self._loops)
+
+    # -- main loop ------------------------------------------------------------------------
+    def has_work(self) -> bool:
+        return self._running
+
+    def do_work(self) -> None:
+        deadline = time.perf_counter() + WORK_CHUNK_S
+        try:
+            while True:
+                active = False
+                for loop in self._loops:
+                    if not loop.finished:
+                        active = True
+                        self._advance(loop)
+                if not active:
+                    self._finish("finished", None)
+                    return
+                if time.perf_counter() >= deadline:
+                    return
+        except RunCancelled:
+            self._finish("cancelled", None)
+        except Exception as error:
+            log.debug("main loop failed", exc_info=True)
+            self._finish("failed", describe(error))
+        finally:
+            self._hand_over_rows()
+
+    def _advance(self, loop: _EnvironmentLoop) -> None:
+        ctx = self.ctx
+        timeout, check = ctx.timeouts.step, ctx.check
+        if loop.needs_reset:
+            loop.episode_seed = episode_seed(ctx.seed, loop.index, loop.episode)
+            reset = loop.client.request(EnvironmentResetRequest(loop.episode_seed),
+                                        EnvironmentResetResponse, timeout, check)
+            loop.needs_reset = False
+            loop.step = 0
+            loop.returns = {}
+            loop.observations = dict(reset.observations)
+            loop.actions = self._agents_update(loop, 0, reset.observations, {}, False, False,
+                                               reset.acting, reset.legal_actions)
+            return
+
+        update = loop.client.request(EnvironmentUpdateRequest(loop.actions),
+                                     EnvironmentUpdateResponse, timeout, check)
+        step = loop.step
+        loop.step = step + 1
+        terminated = update.terminated
+        truncated = update.truncated or (self._max_steps is not None and loop.step >= self._max_steps)
+        rewards = update.rewards
+        if self._record:
+            rows = self._rows
+            run_id, episode, mapping, observations = ctx.run_id, loop.episode, loop.mapping, loop.observations
+            for slot, action in loop.actions.items():
+                rows.append((run_id, loop.uid, episode, step, mapping[slot], slot, observations[slot],
+                             action, rewards.get(slot, 0.0), terminated, truncated))
+        returns = loop.returns
+        for slot, reward in rewards.items():
+            returns[slot] = returns.get(slot, 0.0) + reward
+        progress = ctx.progress
+        progress.steps += 1
+        if progress.first_step_at is None:
+            progress.first_step_at = time.time()
+        loop.observations.update(update.observations)
+        loop.actions = self._agents_update(loop, loop.step, update.observations, rewards, terminated,
+                                           truncated, update.acting, update.legal_actions)
+        if terminated or truncated:
+            self._end_episode(loop, terminated, truncated)
+
+    def _agents_update(self, loop: _EnvironmentLoop, step: int, observations: dict[str, Any],
+                       rewards: dict[str, float], terminated: bool, truncated: bool,
+                       acting: tuple[str, ...], legal: dict[str, Any]) -> dict[str, Any]:
+        timeout, check = self.ctx.timeouts.step, self.ctx.check
+        links = loop.muscles
+        if len(links) == 1:
+            request = AgentUpdateRequest(step, observations, rewards, terminated, truncated, acting, legal)
+            return links[0].client.request(request, AgentUpdateResponse, timeout, check).actions
+        # Several muscles: ask all first, then collect, so they work in parallel.
+        everyone = step == 0 or terminated or truncated
+        pending = []
+        for link in links:
+            mine = link.slots
+            my_acting = tuple(s for s in acting if s in mine)
+            my_rewards = {s: r for s, r in rewards.items() if s in mine}
+            if not (everyone or my_acting or my_rewards):
+                continue
+            request = AgentUpdateRequest(step, {s: o for s, o in observations.items() if s in mine},
+                                         my_rewards, terminated, truncated, my_acting,
+                                         {s: m for s, m in legal.items() if s in mine})
+            pending.append((link, link.client.send(request)))
+        actions: dict[str, Any] = {}
+        for link, correlation_id in pending:
+            actions.update(link.client.receive(correlation_id, timeout, AgentUpdateResponse, check).actions)
+        return actions
+
+    def _end_episode(self, loop: _EnvironmentLoop, terminated: bool, truncated: bool) -> None:
+        total = sum(loop.returns.values())
+        if self.ctx.store is not None:
+            self.ctx.store.record_episode(self.ctx.run_id, loop.uid, loop.episode, loop.step, total,
+                                          dict(loop.returns), terminated, truncated, loop.episode_seed)
+        progress = self.ctx.progress
+        progress.episodes += 1
+        progress.return_sum += total
+        progress.last_return = total
+        progress.last_step_at = time.time()
+        loop.episode += 1
+        loop.needs_reset = True
+        loop.finished = loop.episode >= self._episodes
+
+    def _hand_over_rows(self) -> None:
+        if self._rows and self.ctx.store is not None:
+            self.ctx.store.record_steps(self._rows)
+            self._rows = []
+
+    def _finish(self, status: str, error: str | None) -> None:
+        self._running = False
+        progress = self.ctx.progress
+        if progress.steps:
+            progress.last_step_at = time.time()
+        if self._governor is not None:
+            self._governor.notify(SimulationFinishedNotice(self.ctx.run_uid, status, error,
+                                                           progress.episodes, progress.steps))
+
+    # -- shutdown -------------------------------------------------------------------------
+    @handles(SimulationStopRequest)
+    def _stop(self, request: SimulationStopRequest) -> SimulationStopResponse:
+        self._running = False
+        self._hand_over_rows()
+        for loop in self._loops:
+            for link in loop.muscles:
+                self._shut_down(link.client, link.uid, MuscleShutdownRequest(link.uid), MuscleShutdownResponse)
+        for loop in self._loops:
+            self._shut_down(loop.client, loop.uid, EnvironmentShutdownRequest(loop.uid),
+                            EnvironmentShutdownResponse)
+        killed: list[str] = []
+        for client, shutdown, answer_type in self._conductors:
+            try:
+                answer = client.request(shutdown, answer_type, self.ctx.timeouts.shutdown * 4)
+                killed.extend(answer.killed)  # type: ignore[attr-defined]
+            except MosaicError as error:
+                log.error("%s did not shut down: %s", client.peer, error)
+        self.request_stop()
+        progress = self.ctx.progress
+        return SimulationStopResponse(request.run_uid, progress.episodes, progress.steps, tuple(killed))
+
+    def _shut_down(self, client: RequestClient, uid: str, request: Request,
+                   answer_type: type[Response]) -> None:
+        """Ask one component to shut down; a dead or silent one is left to its conductor."""
+        if not self.ctx.supervisor.is_alive(uid):
+            return
+        try:
+            client.request(request, answer_type, self.ctx.timeouts.shutdown)
+        except (MosaicError, RemoteError) as error:
+            log.warning("%s did not shut down cleanly: %s", client.peer, error)
+
+
+def _resolve_mapping(env_uid: str, mapping: dict[str, str] | None, sensors: tuple[SensorSpec, ...],
+                     agents: list[str]) -> dict[str, str]:
+    """slot -> agent uid. Without a mapping, the only agent takes every slot."""
+    slots = [s.uid for s in sensors]
+    if mapping is None:
+        if len(agents) != 1:
+            raise MosaicError(f"environment {env_uid!r} needs a policy_mapping: the file has "
+                              f"{len(agents)} agents")
+        return {slot: agents[0] for slot in slots}
+    unknown = sorted(set(mapping) - set(slots))
+    if unknown:
+        raise MosaicError(f"environment {env_uid!r}: policy_mapping names {unknown}, but its agents "
+                          f"are {slots}")
+    unmapped = [s for s in slots if s not in mapping]
+    if unmapped:
+        raise MosaicError(f"environment {env_uid!r}: no agent mapped for {unmapped} in policy_mapping")
+    return dict(mapping)

@@ -1,0 +1,38 @@
+"""Every seed in a run is derived from the run seed, in the style of NumPy's SeedSequence.
+
+A derived seed depends only on the run seed and the component's position in the experiment
+file (never on placement, timing or process ids), so the same file and seed give the same
+trajectory whether components run in threads or processes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Purposes keep the streams of different component kinds apart.
+_ENVIRONMENT, _EPISODE, _BRAIN, _MUSCLE = 0, 1, 2, 3
+
+
+def _derive(run_seed: int, *key: int) -> int:
+    sequence = np.random.SeedSequence(run_seed, spawn_key=key)
+    return int(sequence.generate_state(1, np.uint32)[0])
+
+
+def environment_seed(run_seed: int, environment_index: int) -> int:
+    """Seed for environment ``environment_index``'s own construction."""
+    return _derive(run_seed, _ENVIRONMENT, environment_index)
+
+
+def episode_seed(run_seed: int, environment_index: int, episode: int) -> int:
+    """Reset seed of ``episode`` (0-based) in environment ``environment_index``."""
+    return _derive(run_seed, _EPISODE, environment_index, episode)
+
+
+def brain_seed(run_seed: int, agent_index: int) -> int:
+    """Seed of agent ``agent_index``'s brain."""
+    return _derive(run_seed, _BRAIN, agent_index)
+
+
+def muscle_seed(run_seed: int, agent_index: int, environment_index: int) -> int:
+    """Seed of agent ``agent_index``'s muscle in environment ``environment_index``."""
+    return _derive(run_seed, _MUSCLE, agent_index, environment_index)

@@ -1,0 +1,112 @@
+"""The requesting side: a DEALER socket with correlation ids, timeouts and liveness checks."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import zmq
+
+from mosaic.errors import CodecError, RemoteError, RequestTimeout, TransportError
+from mosaic.messages import ErrorResponse, Notice, Request, Response
+from mosaic.messages.codec import DEFAULT_MAX_FRAME_BYTES, decode_message, encode_message
+from mosaic.transport.context import context
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R", bound=Response)
+
+#: How often a long wait wakes up to run its liveness/cancellation check.
+CHECK_INTERVAL_S = 0.1
+
+
+class RequestClient:
+    """A DEALER socket connected to one component. Belongs to the thread that creates it.
+
+    Every request carries a fresh correlation id; a reply with another id (a late answer to a
+    request that already timed out) is dropped, so answers can never be paired with the wrong
+    question. Waits are sliced: every :data:`CHECK_INTERVAL_S` the optional ``check`` callable
+    runs and may raise (a dead peer, a cancelled run) to end the wait early.
+    """
+
+    def __init__(self, endpoint: str, *, peer: str, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES):
+        self.endpoint = endpoint
+        self.peer = peer
+        self.max_frame_bytes = max_frame_bytes
+        sock = context().socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.RECONNECT_IVL, 10)
+        sock.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes)
+        sock.setsockopt(zmq.RCVTIMEO, int(CHECK_INTERVAL_S * 1000))
+        sock.connect(endpoint)
+        self._socket = sock
+        self._next_id = 0
+
+    def send(self, message: Request | Notice) -> int:
+        """Send without waiting; return the correlation id to :meth:`receive` the answer with."""
+        self._next_id += 1
+        self._socket.send(encode_message(message, self._next_id))
+        return self._next_id
+
+    def notify(self, notice: Notice) -> None:
+        """Send a one-way notice. Never blocks: ZeroMQ queues it for the peer."""
+        self.send(notice)
+
+    def receive(
+        self,
+        correlation_id: int,
+        timeout: float,
+        expect: type[R],
+        check: Callable[[], None] | None = None,
+    ) -> R:
+        """Wait up to ``timeout`` seconds for the answer to request ``correlation_id``.
+
+        Raises :class:`RequestTimeout` when none came, :class:`RemoteError` when the peer answered
+        with an :class:`ErrorResponse`, :class:`TransportError` for an answer of another type,
+        and whatever ``check`` raises.
+        """
+        sock = self._socket
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                frame = sock.recv()
+            except zmq.Again:
+                if check is not None:
+                    check()
+                if time.monotonic() >= deadline:
+                    raise RequestTimeout(
+                        f"{self.peer} did not answer within {timeout:g} s"
+                    ) from None
+                continue
+            try:
+                answer_id, message = decode_message(frame, max_bytes=self.max_frame_bytes)
+            except CodecError as error:
+                log.error("malformed reply from %s dropped: %s", self.peer, error)
+                continue
+            if answer_id != correlation_id:
+                log.debug("stale reply %s from %s dropped", answer_id, self.peer)
+                continue
+            if type(message) is expect:
+                return message  # type: ignore[return-value]
+            if isinstance(message, ErrorResponse):
+                raise RemoteError(self.peer, f"{message.error_type}: {message.error}")
+            raise TransportError(
+                f"{self.peer} answered {type(message).__name__}, expected {expect.__name__}"
+            )
+
+    def request(
+        self,
+        message: Request,
+        expect: type[R],
+        timeout: float,
+        check: Callable[[], None] | None = None,
+    ) -> R:
+        """Send ``message`` and wait for its answer; see :meth:`receive` for the failures."""
+        return self.receive(self.send(message), timeout, expect, check)
+
+    def close(self) -> None:
+        """Close the socket. Idempotent."""
+        self._socket.close(linger=0)
+

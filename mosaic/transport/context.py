@@ -1,0 +1,32 @@
+"""The one ZeroMQ context of this process."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import zmq
+
+_lock = threading.Lock()
+_context: zmq.Context[zmq.Socket[bytes]] | None = None
+_owner_pid: int | None = None
+
+
+def context() -> zmq.Context[zmq.Socket[bytes]]:
+    """Return this process's ZeroMQ context, creating it on first use.
+
+    ``linger`` is set to 0 before any socket exists, so closing a socket never waits for
+    undelivered messages and interpreter exit cannot hang on them. A child process gets its own
+    context (the check on the pid guards against a context inherited through ``fork``).
+    """
+    global _context, _owner_pid
+    pid = os.getpid()
+    if _context is not None and _owner_pid == pid:
+        return _context
+    with _lock:
+        if _context is None or _owner_pid != pid:
+            ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+            ctx.linger = 0
+            _context = ctx
+            _owner_pid = pid
+        return _context

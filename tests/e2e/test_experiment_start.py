@@ -1,0 +1,153 @@
+"""End to end: the real ``mosaic`` command, real processes, sockets and SQLite."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from tests.e2e.cli import cartpole, query, run_mosaic, start_mosaic, write_experiment
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
+
+FULL_LIFECYCLE = ["setting_up", "running", "stopping", "finished"]
+
+
+def assert_store_consistent(store, run_uid=None):
+    """The counters of each run match the rows recorded for it."""
+    for run_id, steps, episodes in query(store, "SELECT id, steps, episodes FROM runs"):
+        assert query(store, "SELECT COUNT(*) FROM steps WHERE run_id = ?", run_id)[0][0] == steps
+        recorded = query(store, "SELECT COUNT(*), COALESCE(SUM(steps), 0) FROM episodes WHERE run_id = ?",
+                         run_id)[0]
+        assert recorded[0] == episodes
+
+
+def test_the_example_runs_and_records_every_step(tmp_path, process_tag):
+    store = tmp_path / "results.sqlite"
+    result = run_mosaic("experiment-start", "examples/cartpole_random.yml", "--store", str(store))
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "finished" in result.stdout and str(store) in result.stdout
+
+    [(run_id, status, episodes, steps, error)] = query(
+        store, "SELECT id, status, episodes, steps, error FROM runs")
+    assert (status, episodes, error) == ("finished", 20, None)
+    [(count, total)] = query(store, "SELECT COUNT(*), SUM(steps) FROM episodes")
+    assert (count, total) == (20, steps)
+    assert_store_consistent(store)
+    states = [s for (s,) in query(store, "SELECT to_state FROM transitions WHERE run_id = ? ORDER BY seq",
+                                  run_id)]
+    assert states == FULL_LIFECYCLE
+    # Every step of an episode is there, in order, and only the last one ends it.
+    rows = query(store, "SELECT step, terminated, truncated FROM steps WHERE episode = 0 ORDER BY step")
+    assert [r[0] for r in rows] == list(range(len(rows)))
+    assert not any(t or u for _, t, u in rows[:-1]) and (rows[-1][1] or rows[-1][2])
+
+
+def test_two_runs_get_their_own_seeds(tmp_path, process_tag):
+    store = tmp_path / "results.sqlite"
+    result = run_mosaic("experiment-start", "examples/cartpole_two_runs.yml", "--store", str(store))
+    assert result.returncode == 0, result.stderr
+    runs = query(store, "SELECT run_index, seed, status, episodes FROM runs ORDER BY run_index")
+    assert [(i, s, e) for i, _, s, e in runs] == [(0, "finished", 5), (1, "finished", 5)]
+    assert runs[0][1] != runs[1][1]
+    assert_store_consistent(store)
+
+
+def test_a_bad_file_names_the_key_and_starts_nothing(tmp_path, process_tag):
+    path = write_experiment(tmp_path, cartpole().replace("episodes:", "episdes:"))
+    store = tmp_path / "results.sqlite"
+    result = run_mosaic("experiment-start", str(path), "--store", str(store))
+    assert result.returncode == 2
+    assert "experiment.yml" in result.stderr and "episdes" in result.stderr
+    assert "episodes" in result.stderr  # the hint
+    assert "Traceback" not in result.stderr
+    assert not store.exists()
+
+
+def test_experiment_check_validates_without_running(tmp_path):
+    good = run_mosaic("experiment-check", "examples/cartpole_random.yml")
+    assert good.returncode == 0, good.stderr
+    assert "ok" in good.stdout
+    bad = write_experiment(tmp_path, cartpole(env="gymnasium:CartPoel-v1"))
+    result = run_mosaic("experiment-check", str(bad))
+    assert result.returncode == 2
+    assert "environments" in result.stderr and "CartPole-v1" in result.stderr
+
+
+def test_thread_and_process_placements_give_the_same_trajectory(tmp_path, process_tag):
+    recorded = {}
+    for placement in ("thread", "process"):
+        path = write_experiment(tmp_path, cartpole(placement=placement), f"{placement}.yml")
+        store = tmp_path / f"{placement}.sqlite"
+        result = run_mosaic("experiment-start", str(path), "--store", str(store), "--quiet")
+        assert result.returncode == 0, result.stderr
+        recorded[placement] = query(
+            store, "SELECT episode, step, observation, action, reward FROM steps ORDER BY id")
+    assert recorded["thread"] == recorded["process"]
+    assert len(recorded["thread"]) > 10
+
+
+def wait_for_steps(store, proc, minimum=1, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[1]
+        if store.exists():
+            try:
+                if query(store, "SELECT COUNT(*) FROM steps")[0][0] >= minimum:
+                    return
+            except Exception:  # the table may not exist yet
+                pass
+        time.sleep(0.05)
+    raise AssertionError("no step was recorded in time")
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_mid_run_shuts_down_in_order(tmp_path, process_tag, sig, code):
+    path = write_experiment(tmp_path, cartpole(episodes=100_000, placement="process"))
+    store = tmp_path / "results.sqlite"
+    proc = start_mosaic("experiment-start", str(path), "--store", str(store))
+    try:
+        wait_for_steps(store, proc, minimum=200)
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        proc.wait(timeout=10)
+        elapsed = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        _, stderr = proc.communicate()
+    assert proc.returncode == code, stderr
+    assert elapsed < 2.0, f"exit took {elapsed:.2f} s"
+    assert "Traceback" not in stderr
+    [(status, steps)] = query(store, "SELECT status, steps FROM runs")
+    assert status == "cancelled"
+    assert steps >= 200
+    assert_store_consistent(store)
+    states = [s for (s,) in query(store, "SELECT to_state FROM transitions ORDER BY seq")]
+    assert states == ["setting_up", "running", "stopping", "cancelled"]
+
+
+def test_a_crashed_environment_process_fails_the_run_and_names_it(tmp_path, process_tag):
+    path = write_experiment(tmp_path, cartpole(env="tests.fixtures.envs:CrashingCartPole",
+                                               params="{crash_at: 30}", placement="process"))
+    store = tmp_path / "results.sqlite"
+    result = run_mosaic("experiment-start", str(path), "--store", str(store))
+    assert result.returncode == 1, result.stderr
+    [(status, error, steps)] = query(store, "SELECT status, error, steps FROM runs")
+    assert status == "failed"
+    assert "cartpole" in error and "exit code 3" in error
+    assert steps == 29
+    assert_store_consistent(store)
+
+
+def test_an_environment_that_raises_fails_the_run_with_its_error(tmp_path, process_tag):
+    path = write_experiment(tmp_path, cartpole(env="tests.fixtures.envs:RaisingCartPole",
+                                               params="{fail_at: 10}"))
+    store = tmp_path / "results.sqlite"
+    result = run_mosaic("experiment-start", str(path), "--store", str(store))
+    assert result.returncode == 1
+    [(status, error)] = query(store, "SELECT status, error FROM runs")
+    assert status == "failed" and "broken at step 10" in error
+    assert "Traceback" not in result.stderr

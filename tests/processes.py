@@ -1,0 +1,35 @@
+"""Finding processes a test left behind, by a tag in their environment."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+TAG_VARIABLE = "MOSAIC_TEST_TAG"
+
+
+def tagged_processes(tag: str) -> list[int]:
+    """Pids of live processes (other than this one) whose environment carries ``tag``."""
+    needle = f"{TAG_VARIABLE}={tag}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def kill_all(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
