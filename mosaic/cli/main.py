@@ -151,6 +151,28 @@ def runs_show(run: str, store: str | None, experiment: str | None) -> None:
         sys.exit(EXIT_BAD_INPUT)
 
 
+_PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True,
+                 "help_option_names": []}
+
+
+@cli.command("evaluate", context_settings=_PASS_THROUGH, add_help_option=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def evaluate(args: tuple[str, ...]) -> None:
+    """Script mode: seeded, headless evaluation of operators (FILE; --help for options)."""
+    from mosaic.operators.script_mode import main as script_main
+
+    sys.exit(script_main(list(args)))
+
+
+@cli.command("manual", context_settings=_PASS_THROUGH, add_help_option=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def manual(args: tuple[str, ...]) -> None:
+    """Manual mode: step operators in lock-step in the terminal (FILE; --help for options)."""
+    from mosaic.operators.manual_mode import main as manual_main
+
+    sys.exit(manual_main(list(args)))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point.
 

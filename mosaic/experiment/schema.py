@@ -1,0 +1,591 @@
+"""The experiment file's schema, as frozen pydantic models.
+
+The models validate strictly: a value of the wrong type is an error, never coerced (``"10"`` is
+not an integer, ``1.5`` is not an integer, ``yes`` is not a string), except that an integer is
+accepted where a number of seconds is expected. Unknown keys are errors everywhere.
+
+Beyond types, validation imports what the file names (environments, brain and muscle classes,
+see :mod:`mosaic.experiment.imports`) and checks the references between sections (unique uids,
+policy mappings, the tcp host). Problems found by these checks are raised as a pydantic error of
+type :data:`PROBLEMS_ERROR` whose context holds a tuple of :class:`Problem` under ``"problems"``,
+each with its key path relative to where the error is reported; :mod:`mosaic.experiment.loader`
+turns them into :class:`~mosaic.errors.ConfigError` lines.
+"""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal, NoReturn
+
+import numpy as np
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from mosaic.agents import Brain, Mode, Muscle
+from mosaic.experiment.imports import (
+    EnvKind,
+    ImportPathError,
+    parse_env_reference,
+    resolve_class,
+    resolve_env,
+)
+
+__all__ = [
+    "PROBLEMS_ERROR",
+    "AgentConfig",
+    "AgentPlacement",
+    "BrainSpec",
+    "EnvironmentConfig",
+    "Experiment",
+    "ExperimentFile",
+    "MuscleSpec",
+    "Placement",
+    "Problem",
+    "StoreConfig",
+    "Timeouts",
+    "Transport",
+]
+
+Placement = Literal["thread", "process"]
+"""Where a component runs: a thread of the mosaic process, or a process of its own."""
+
+Transport = Literal["ipc", "tcp"]
+"""How process-placed components are reached; thread-placed ones always use inproc."""
+
+Loc = tuple[str | int, ...]
+
+PROBLEMS_ERROR = "mosaic_problems"
+"""The pydantic error type whose context carries :class:`Problem` instances."""
+
+UID_PATTERN = r"^[A-Za-z0-9_.-]+$"
+MAX_SEED = 2**63 - 1
+"""The largest experiment seed: stores keep it as a signed 64-bit integer."""
+MAX_RUNS = 100_000
+"""The most runs one experiment may have; validation derives and compares every run seed."""
+GYMNASIUM_AGENT = "agent_0"
+"""The one env agent id of a Gymnasium environment."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem found in an experiment: where (key path), what, and what to do.
+
+    ``line`` is set when the problem is at a line other than where ``loc`` starts (the second of
+    two duplicate keys, for example).
+    """
+
+    loc: Loc
+    message: str
+    hint: str = ""
+    line: int | None = None
+
+
+def _raise(*problems: Problem) -> NoReturn:
+    summary = "; ".join(problem.message for problem in problems)
+    raise PydanticCustomError(
+        PROBLEMS_ERROR, "{summary}", {"summary": summary, "problems": problems}
+    )
+
+
+def describe_value(value: Any) -> str:
+    """Name a YAML value the way a user wrote it, for error messages."""
+    if value is None:
+        return "an empty value"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, int | float):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        shown = value if len(value) <= 60 else value[:57] + "..."
+        return f"the text {shown!r}"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    names = {"date": "a date", "datetime": "a date and time", "bytes": "binary data"}
+    return names.get(type(value).__name__, f"a value of type {type(value).__name__}")
+
+
+def _plain_problems(value: Any, loc: Loc) -> list[Problem]:
+    if value is None or isinstance(value, str | bool | int | float):
+        return []
+    if isinstance(value, list):
+        return [p for i, item in enumerate(value) for p in _plain_problems(item, (*loc, i))]
+    if isinstance(value, dict):
+        problems = []
+        for key, item in value.items():
+            if not isinstance(key, str):
+                problems.append(
+                    Problem(
+                        (*loc, str(key)),
+                        f"expected a text key, got {describe_value(key)}",
+                        f"quote the key: '{key}'",
+                    )
+                )
+            else:
+                problems.extend(_plain_problems(item, (*loc, key)))
+        return problems
+    return [
+        Problem(
+            loc,
+            "expected plain data (text, number, boolean, empty, list or mapping), "
+            f"got {describe_value(value)}",
+            "quote the value to keep it as text",
+        )
+    ]
+
+
+def _check_plain(value: dict[str, Any]) -> dict[str, Any]:
+    problems = _plain_problems(value, ())
+    if problems:
+        _raise(*problems)
+    return value
+
+
+Params = Annotated[dict[str, Any], AfterValidator(_check_plain)]
+Uid = Annotated[str, Field(pattern=UID_PATTERN)]
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    expected: ClassVar[str] = "a mapping"
+    """What a value of this model looks like, for error messages."""
+
+
+class _ComponentSpec(_Model):
+    class_: str = Field(alias="class", description="a class path such as 'package.module:Class'")
+    params: Params = Field(default_factory=dict, description="a mapping of parameters")
+
+    base: ClassVar[type]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_path(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"class": data}
+        if not isinstance(data, dict):
+            _raise(Problem((), f"expected {cls.expected}, got {describe_value(data)}"))
+        return data
+
+    @field_validator("class_")
+    @classmethod
+    def _importable(cls, path: str) -> str:
+        try:
+            resolve_class(path, cls.base)
+        except ImportPathError as error:
+            hint = error.hint
+            other = Muscle if cls.base is Brain else Brain
+            if error.reason == "type" and _subclasses(path, other):
+                where = "muscle" if other is Muscle else "brain"
+                hint = f"this is a {other.__name__}; it belongs under '{where}:'"
+            _raise(Problem((), error.message, hint))
+        return path
+
+    @property
+    def class_path(self) -> str:
+        """The class path, as written."""
+        return self.class_
+
+
+def _subclasses(path: str, base: type) -> bool:
+    try:
+        resolve_class(path, base)
+    except ImportPathError:
+        return False
+    return True
+
+
+class BrainSpec(_ComponentSpec):
+    """A brain: a :class:`~mosaic.agents.Brain` subclass and its own parameters."""
+
+    base: ClassVar[type] = Brain
+    expected: ClassVar[str] = (
+        "a brain class path such as 'mosaic.agents:NoOpBrain', or a mapping with 'class' and "
+        "'params'"
+    )
+
+
+class MuscleSpec(_ComponentSpec):
+    """A muscle: a :class:`~mosaic.agents.Muscle` subclass and its own parameters."""
+
+    base: ClassVar[type] = Muscle
+    expected: ClassVar[str] = (
+        "a muscle class path such as 'mosaic.agents:RandomMuscle', or a mapping with 'class' and "
+        "'params'"
+    )
+
+
+class AgentPlacement(_Model):
+    """Where an agent's brain and muscle run; ``None`` means the experiment's ``placement``."""
+
+    expected: ClassVar[str] = (
+        "'thread' or 'process', or a mapping such as {brain: thread, muscle: process}"
+    )
+
+    brain: Placement | None = Field(default=None, description="'thread' or 'process'")
+    muscle: Placement | None = Field(default=None, description="'thread' or 'process'")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_one(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"brain": data, "muscle": data}
+        if not isinstance(data, dict):
+            _raise(Problem((), f"expected {cls.expected}, got {describe_value(data)}"))
+        return data
+
+
+class EnvironmentConfig(_Model):
+    """One environment of the experiment."""
+
+    expected: ClassVar[str] = "a mapping with at least 'uid' and 'env'"
+
+    uid: Uid = Field(
+        description="an environment uid made of letters, digits, '_', '.' and '-', unique among "
+        "environments and agents"
+    )
+    env: str = Field(
+        description="'gymnasium:<registered id>', 'pettingzoo:<family>.<module>' or "
+        "'package.module:Attr'"
+    )
+    params: Params = Field(default_factory=dict, description="a mapping of keyword arguments")
+    placement: Placement | None = Field(default=None, description="'thread' or 'process'")
+    policy_mapping: Annotated[dict[str, str], Field(min_length=1)] | None = Field(
+        default=None,
+        description="a mapping from env agent ids to agent uids, e.g. {agent_0: random}",
+    )
+
+    @field_validator("env")
+    @classmethod
+    def _resolvable(cls, env: str) -> str:
+        try:
+            resolve_env(env)
+        except ImportPathError as error:
+            _raise(Problem((), error.message, error.hint))
+        return env
+
+    @property
+    def kind(self) -> EnvKind:
+        """How ``env`` names the environment: ``gymnasium``, ``pettingzoo`` or ``import``."""
+        return parse_env_reference(self.env)[0]
+
+
+class AgentConfig(_Model):
+    """One agent: a brain that learns and a muscle that acts."""
+
+    expected: ClassVar[str] = "a mapping with at least 'uid' and 'muscle'"
+
+    uid: Uid = Field(
+        description="an agent uid made of letters, digits, '_', '.' and '-', unique among "
+        "environments and agents"
+    )
+    brain: BrainSpec = Field(
+        default_factory=lambda: BrainSpec.model_validate("mosaic.agents:NoOpBrain"),
+        description=BrainSpec.expected,
+    )
+    muscle: MuscleSpec = Field(description=MuscleSpec.expected)
+    params: Params = Field(default_factory=dict, description="a mapping of parameters")
+    placement: AgentPlacement = Field(default=AgentPlacement(), description=AgentPlacement.expected)
+
+
+class StoreConfig(_Model):
+    """Where results go."""
+
+    path: str | None = Field(
+        default=None,
+        description="a file path for the SQLite store, or empty for '<file stem>.sqlite'",
+    )
+    record_steps: bool = Field(default=True, description="true or false")
+
+    @field_validator("path")
+    @classmethod
+    def _a_file_path(cls, path: str | None) -> str | None:
+        if path is not None and not path.strip():
+            _raise(Problem((), "expected a file path, got an empty text", "leave the key out"))
+        if path is not None and "://" in path:
+            _raise(
+                Problem(
+                    (),
+                    f"expected a file path, got the URL {path!r}",
+                    "the experiment file takes a path to an SQLite file",
+                )
+            )
+        return path
+
+
+class Timeouts(_Model):
+    """Time limits in seconds; each must be a positive number."""
+
+    setup: Seconds = Field(default=30.0, description="a number of seconds > 0")
+    step: Seconds = Field(default=60.0, description="a number of seconds > 0")
+    shutdown: Seconds = Field(default=5.0, description="a number of seconds > 0")
+
+
+class ExperimentFile(_Model):
+    """An experiment file's content, validated: exactly the keys the YAML may hold.
+
+    The model validator also checks references between sections; see the module docstring.
+    """
+
+    expected: ClassVar[str] = "a mapping with at least 'uid', 'environments' and 'agents'"
+
+    uid: Uid = Field(description="an experiment id made of letters, digits, '_', '.' and '-'")
+    seed: int = Field(
+        default=0, ge=0, le=MAX_SEED, description=f"a whole number from 0 to {MAX_SEED}"
+    )
+    runs: int = Field(
+        default=1, ge=1, le=MAX_RUNS, description=f"a whole number from 1 to {MAX_RUNS}"
+    )
+    episodes: int = Field(default=1, ge=1, description="a whole number >= 1")
+    max_steps: int | None = Field(default=None, ge=1, description="a whole number >= 1")
+    mode: Mode = Field(default="train", description="'train' or 'test'")
+    placement: Placement = Field(default="thread", description="'thread' or 'process'")
+    transport: Transport = Field(default="ipc", description="'ipc' or 'tcp'")
+    host: str = Field(default="127.0.0.1", description="an IP address such as 127.0.0.1")
+    environments: Annotated[list[EnvironmentConfig], Field(min_length=1)] = Field(
+        description="a list of environments"
+    )
+    agents: Annotated[list[AgentConfig], Field(min_length=1)] = Field(
+        description="a list of agents"
+    )
+    store: StoreConfig = Field(default=StoreConfig(), description="a mapping")
+    timeouts: Timeouts = Field(default=Timeouts(), description="a mapping")
+
+    @field_validator("host")
+    @classmethod
+    def _an_address(cls, host: str) -> str:
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            hint = "did you mean '127.0.0.1'?" if host == "localhost" else ""
+            _raise(Problem((), f"expected an IP address, got {host!r}", hint))
+        return host
+
+    @model_validator(mode="after")
+    def _references(self) -> ExperimentFile:
+        problems = _reference_problems(self)
+        if problems:
+            _raise(*problems)
+        return self
+
+
+def _reference_problems(experiment: ExperimentFile) -> list[Problem]:
+    """Check what sections say about each other; return every problem found."""
+    problems: list[Problem] = []
+    owners: dict[str, str] = {}
+    sections: tuple[tuple[str, Sequence[EnvironmentConfig | AgentConfig]], ...] = (
+        ("environments", experiment.environments),
+        ("agents", experiment.agents),
+    )
+    for section, items in sections:
+        for index, item in enumerate(items):
+            where = f"{section}[{index}]"
+            if item.uid in owners:
+                problems.append(
+                    Problem(
+                        (section, index, "uid"),
+                        f"uid '{item.uid}' is already used by {owners[item.uid]}",
+                        "uids must be unique among environments and agents",
+                    )
+                )
+            else:
+                owners[item.uid] = where
+    agent_uids = [agent.uid for agent in experiment.agents]
+    used: set[str] = set()
+    mapping_problems = len(problems)
+    for index, environment in enumerate(experiment.environments):
+        mapping = environment.policy_mapping
+        if mapping is None:
+            if len(agent_uids) == 1:
+                used.add(agent_uids[0])
+            else:
+                problems.append(
+                    Problem(
+                        ("environments", index, "policy_mapping"),
+                        "missing policy_mapping; expected one because the experiment has "
+                        f"{len(agent_uids)} agents",
+                        "with one agent, every env agent is mapped to it; with more, say which "
+                        "agent acts for each env agent id, e.g. policy_mapping: {agent_0: "
+                        f"{agent_uids[0]}}}",
+                    )
+                )
+            continue
+        for env_agent, agent in mapping.items():
+            loc = ("environments", index, "policy_mapping", env_agent)
+            if agent in agent_uids:
+                used.add(agent)
+            else:
+                problems.append(
+                    Problem(
+                        loc,
+                        f"no agent has uid '{agent}'",
+                        _choices_hint(agent, agent_uids, "agents"),
+                    )
+                )
+            if environment.kind == "gymnasium" and env_agent != GYMNASIUM_AGENT:
+                problems.append(
+                    Problem(
+                        loc,
+                        f"unknown env agent id '{env_agent}'",
+                        f"a Gymnasium environment has one env agent id, '{GYMNASIUM_AGENT}'",
+                    )
+                )
+    # An agent left unmapped because of another mapping problem is not worth a second line.
+    mapped_cleanly = len(problems) == mapping_problems
+    for index, agent_uid in enumerate(agent_uids):
+        if agent_uid not in used and mapped_cleanly:
+            problems.append(
+                Problem(
+                    ("agents", index, "uid"),
+                    f"no environment's policy_mapping maps to agent '{agent_uid}'; it never acts",
+                    "map an env agent id to it in some environment's policy_mapping, or remove it",
+                )
+            )
+    if experiment.transport == "tcp" and not ipaddress.ip_address(experiment.host).is_loopback:
+        problems.append(
+            Problem(
+                ("host",),
+                f"expected a loopback address with transport tcp, got {experiment.host}",
+                "listening beyond this machine requires CURVE keys, which mosaic does not "
+                "support yet; use 127.0.0.1, or transport: ipc",
+            )
+        )
+    first_run: dict[int, int] = {}
+    for index in range(experiment.runs):
+        run_seed = _run_seed(experiment.seed, index)
+        if run_seed in first_run:
+            problems.append(
+                Problem(
+                    ("seed",),
+                    f"seed {experiment.seed} gives runs {first_run[run_seed]} and {index} the "
+                    "same run seed",
+                    "choose another seed",
+                )
+            )
+            break
+        first_run[run_seed] = index
+    return problems
+
+
+def _choices_hint(value: str, choices: list[str], what: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(value, choices, n=1, cutoff=0.6)
+    listed = ", ".join(choices)
+    if close:
+        return f"did you mean '{close[0]}'? {what}: {listed}"
+    return f"{what}: {listed}"
+
+
+class Experiment(ExperimentFile):
+    """A validated experiment, ready to run; frozen.
+
+    Besides the file's keys it holds ``source``, the experiment file (absolute), and
+    ``store_path``, the results store resolved as :func:`~mosaic.experiment.load_experiment`
+    documents. Build it with :func:`~mosaic.experiment.load_experiment`.
+    """
+
+    source: Path
+    store_path: Path
+
+    def run_seeds(self) -> list[int]:
+        """Return the seed of each run, ``runs`` of them, derived from ``seed``.
+
+        Run ``i``'s seed is
+        ``int(numpy.random.SeedSequence(seed, spawn_key=(i,)).generate_state(1, numpy.uint32)[0])``:
+        an integer in ``[0, 2**32)``, the same on every machine and NumPy version for the same
+        ``seed`` and ``i``, and independent of ``runs`` (adding runs leaves earlier runs' seeds
+        unchanged). The seeds are distinct: validation rejects a ``seed`` for which two runs
+        would collide (about ``runs**2 / 2**33`` likely), rather than repeat a run silently.
+        """
+        return [_run_seed(self.seed, index) for index in range(self.runs)]
+
+    def run_config(self, run_index: int) -> dict[str, Any]:
+        """Return everything run ``run_index`` needs, as plain data.
+
+        The result holds only ``str``, ``int``, ``float``, ``bool``, ``None``, lists and dicts (a
+        deep copy: changing it changes nothing here). Keys: ``experiment`` (the uid),
+        ``run_index``, ``seed`` (this run's seed, see :meth:`run_seeds`), ``experiment_seed``,
+        ``episodes``, ``max_steps`` (``None``: the environment's own limit), ``mode``,
+        ``transport``, ``host``, ``record_steps``, ``store_path`` (text), ``timeouts``
+        (``setup``, ``step``, ``shutdown`` in seconds, as floats), ``environments`` and ``agents``.
+
+        Each environment is ``{"uid", "env", "kind", "params", "placement", "policy_mapping"}``:
+        ``kind`` is ``"gymnasium"``, ``"pettingzoo"`` or ``"import"`` (see
+        :func:`~mosaic.experiment.imports.parse_env_reference`), ``placement`` is resolved
+        (``"thread"`` or ``"process"``), and ``policy_mapping`` is the file's mapping, or ``None``
+        when the file has none, which happens only with exactly one agent and means "every env
+        agent id maps to that agent" (its uid is also given as ``default_agent``).
+
+        Each agent is ``{"uid", "brain", "muscle", "placement"}``: ``brain`` and ``muscle`` are
+        ``{"class": path, "params": ...}`` where the params are the agent's ``params`` overridden
+        key by key (shallowly) by the brain's or muscle's own; ``placement`` is
+        ``{"brain": ..., "muscle": ...}``, each resolved.
+
+        Raises ``IndexError`` unless ``0 <= run_index < runs``.
+        """
+        if isinstance(run_index, bool) or not isinstance(run_index, int | np.integer):
+            raise TypeError(f"run_index must be an int, got {type(run_index).__name__}")
+        if not 0 <= run_index < self.runs:
+            raise IndexError(f"run_index {run_index} is out of range for {self.runs} run(s)")
+        default_agent = self.agents[0].uid if len(self.agents) == 1 else None
+        config: dict[str, Any] = {
+            "experiment": self.uid,
+            "run_index": int(run_index),
+            "seed": _run_seed(self.seed, int(run_index)),
+            "experiment_seed": self.seed,
+            "episodes": self.episodes,
+            "max_steps": self.max_steps,
+            "mode": self.mode,
+            "transport": self.transport,
+            "host": self.host,
+            "record_steps": self.store.record_steps,
+            "store_path": str(self.store_path),
+            "timeouts": {
+                "setup": float(self.timeouts.setup),
+                "step": float(self.timeouts.step),
+                "shutdown": float(self.timeouts.shutdown),
+            },
+            "default_agent": default_agent,
+            "environments": [
+                {
+                    "uid": environment.uid,
+                    "env": environment.env,
+                    "kind": environment.kind,
+                    "params": environment.params,
+                    "placement": environment.placement or self.placement,
+                    "policy_mapping": environment.policy_mapping,
+                }
+                for environment in self.environments
+            ],
+            "agents": [
+                {
+                    "uid": agent.uid,
+                    "brain": {
+                        "class": agent.brain.class_path,
+                        "params": {**agent.params, **agent.brain.params},
+                    },
+                    "muscle": {
+                        "class": agent.muscle.class_path,
+                        "params": {**agent.params, **agent.muscle.params},
+                    },
+                    "placement": {
+                        "brain": agent.placement.brain or self.placement,
+                        "muscle": agent.placement.muscle or self.placement,
+                    },
+                }
+                for agent in self.agents
+            ],
+        }
+        return copy.deepcopy(config)
+
+
+def _run_seed(seed: int, run_index: int) -> int:
+    state = np.random.SeedSequence(seed, spawn_key=(run_index,)).generate_state(1, np.uint32)
+    return int(state[0])

@@ -1,0 +1,307 @@
+"""Loading experiment files: every broken file gives a ConfigError a user can act on."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from mosaic.errors import ConfigError
+from mosaic.experiment import Experiment, load_experiment
+
+HERE = Path(__file__).parent
+BAD = HERE / "bad"
+EXAMPLES = HERE.parent.parent / "examples"
+
+VALID = """\
+uid: ok
+environments:
+  - uid: cartpole
+    env: gymnasium:CartPole-v1
+agents:
+  - uid: random
+    muscle: mosaic.agents:RandomMuscle
+"""
+
+
+class Expect(NamedTuple):
+    """What one bad file's error must say: at ``location`` (exactly), on ``line``, ``message``."""
+
+    location: str
+    line: int | None
+    message: str
+    hint: str = ""
+
+
+CORPUS: dict[str, Expect] = {
+    "agent_is_a_string.yml": Expect("agents[0]", 6, "at least 'uid' and 'muscle', got the text"),
+    "bad_agent_placement.yml": Expect(
+        "agents[0].placement.muscle", 8, "expected 'thread' or 'process'"
+    ),
+    "bad_mode.yml": Expect("mode", 2, "'train' or 'test'", "did you mean 'train'?"),
+    "bad_placement.yml": Expect("placement", 2, "got the text 'threads'", "'thread'"),
+    "brain_is_a_muscle.yml": Expect("agents[0].brain", 7, "mosaic.agents.Brain", "under 'muscle:'"),
+    "comments_only.yml": Expect("", None, "the file is empty"),
+    "component_wrong_type.yml": Expect("agents[0].muscle", 7, "got a list"),
+    "duplicate_key.yml": Expect("episodes", 9, "duplicate key 'episodes' (first at line 2)"),
+    "duplicate_nested_key.yml": Expect("agents[0].muscle", 8, "duplicate key 'muscle'"),
+    "duplicate_uid.yml": Expect("agents[0].uid", 6, "already used by environments[0]", "unique"),
+    "empty.yml": Expect("", None, "the file is empty"),
+    "empty_policy_mapping.yml": Expect(
+        "environments[0].policy_mapping", 5, "at least 1 entry", "agent_0"
+    ),
+    "empty_value.yml": Expect("episodes", 2, "got an empty value"),
+    "env_missing_attribute.yml": Expect(
+        "environments[0].env", 4, "no attribute 'CartPoleEnvironment'", "'CartPoleEnv'"
+    ),
+    "env_missing_module.yml": Expect(
+        "environments[0].env", 4, "no module named 'no_such_package'", "installed"
+    ),
+    "env_not_an_env.yml": Expect(
+        "environments[0].env", 4, "is not an environment", "gymnasium.Env"
+    ),
+    "env_without_prefix.yml": Expect(
+        "environments[0].env", 4, "'gymnasium:<id>'", "did you mean 'gymnasium:CartPole-v1'?"
+    ),
+    "environments_not_a_list.yml": Expect("environments", 2, "got a mapping", "'- '"),
+    "float_for_int.yml": Expect("runs", 2, "whole number from 1 to 100000, got the number 1.5"),
+    "gymnasium_bad_env_agent.yml": Expect(
+        "environments[0].policy_mapping.player_1", 5, "unknown env agent id", "'agent_0'"
+    ),
+    "host_not_an_address.yml": Expect("host", 2, "expected an IP address", "'127.0.0.1'"),
+    "many_problems.yml": Expect("episdes", 2, "unknown key", "did you mean 'episodes'?"),
+    "missing_muscle.yml": Expect("agents[0].muscle", 6, "required key is missing"),
+    "missing_uid.yml": Expect("uid", None, "required key is missing"),
+    "muscle_base_class.yml": Expect("agents[0].muscle", 7, "base class", "subclass"),
+    "muscle_class_unimportable.yml": Expect(
+        "agents[1].muscle.class", 14, "no module named 'nowhere_to_be_found'"
+    ),
+    "muscle_dotted_path.yml": Expect(
+        "agents[0].muscle", 7, "package.module:Attr", "'mosaic.agents:RandomMuscle'"
+    ),
+    "muscle_not_a_class.yml": Expect(
+        "agents[0].muscle", 7, "is a function, not a class", "mosaic.agents.Muscle"
+    ),
+    "negative_seed.yml": Expect("seed", 2, "from 0 to 9223372036854775807, got the number -1"),
+    "no_environments.yml": Expect("environments", 2, "at least 1 item"),
+    "numeric_uid.yml": Expect("uid", 1, "got the number 2024", "quote"),
+    "params_date.yml": Expect("agents[0].params.schedule.start", 10, "got a date", "quote"),
+    "pettingzoo_unknown_module.yml": Expect(
+        "environments[0].env", 4, "no environment module", "'pettingzoo:classic.tictactoe_v3'"
+    ),
+    "policy_unknown_agent.yml": Expect(
+        "environments[0].policy_mapping.agent_0", 6, "no agent has uid 'randon'", "'random'"
+    ),
+    "python_tag.yml": Expect("", 4, "invalid YAML", "plain data"),
+    "quoted_bool.yml": Expect("store.record_steps", 9, "true or false", "without quotes"),
+    "quoted_int.yml": Expect("episodes", 2, "got the text '10'", "remove the quotes"),
+    "recursive_alias.yml": Expect("environments[0].params.inner", 6, "recursive alias"),
+    "store_url.yml": Expect("store.path", 9, "expected a file path"),
+    "syntax_error.yml": Expect("", 5, "invalid YAML", ""),
+    "tcp_public_host.yml": Expect("host", 3, "loopback", "CURVE"),
+    "top_level_list.yml": Expect("", 1, "expected a mapping of keys at the top level"),
+    "two_agents_no_mapping.yml": Expect(
+        "environments[0].policy_mapping", 3, "missing policy_mapping", "with more"
+    ),
+    "uid_with_space.yml": Expect("uid", 1, "letters, digits"),
+    "unknown_gymnasium_id.yml": Expect(
+        "environments[0].env", 4, "'CartPol-v1'", "'gymnasium:CartPole-v1'"
+    ),
+    "unknown_key_typo.yml": Expect("episdes", 2, "unknown key", "did you mean 'episodes'?"),
+    "unknown_nested_key.yml": Expect(
+        "environments[0].parms", 5, "unknown key 'parms'", "did you mean 'params'?"
+    ),
+    "unmapped_agent.yml": Expect("agents[1].uid", 9, "maps to agent 'idle'"),
+    "yaml_boolean_mode.yml": Expect("mode", 2, "got the boolean true", "booleans"),
+    "zero_max_steps.yml": Expect("max_steps", 2, ">= 1, got the number 0"),
+    "zero_runs.yml": Expect("runs", 2, "from 1 to 100000, got the number 0"),
+    "too_many_runs.yml": Expect("runs", 2, "from 1 to 100000, got the number 1000000"),
+    "zero_timeout.yml": Expect("timeouts.step", 9, "> 0, got the number 0"),
+}
+
+
+def _error(path: Path, **kwargs: str) -> ConfigError:
+    with pytest.raises(ConfigError) as caught:
+        load_experiment(path, **kwargs)
+    return caught.value
+
+
+def test_corpus_and_table_match() -> None:
+    on_disk = {path.name for path in BAD.glob("*.yml")}
+    assert on_disk == set(CORPUS)
+    assert len(on_disk) >= 20
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_bad_file_names_file_key_path_and_expectation(name: str) -> None:
+    expect = CORPUS[name]
+    error = _error(BAD / name)
+    text = str(error)
+
+    matching = [p for p in error.problems if p.location == expect.location]
+    assert matching, f"no problem at {expect.location!r} in:\n{text}"
+    problem = next((p for p in matching if expect.message in p.message), None)
+    assert problem is not None, f"no {expect.message!r} at {expect.location!r} in:\n{text}"
+    assert expect.hint in problem.hint
+    assert problem.line == expect.line
+
+    line = str(problem)
+    assert name in line
+    assert line in text.splitlines()
+    if expect.location:
+        assert f": {expect.location}: " in line
+    if expect.line is not None:
+        assert f"{name}:{expect.line}:" in line
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_bad_file_errors_do_not_leak_pydantic(name: str) -> None:
+    text = str(_error(BAD / name))
+    for leak in ("pydantic", "errors.pydantic.dev", "Input should", "Config(", "Spec", "[key]"):
+        assert leak not in text
+
+
+def test_all_problems_are_reported_one_per_line_in_file_order() -> None:
+    error = _error(BAD / "many_problems.yml")
+    locations = [p.location for p in error.problems]
+    assert locations == ["episdes", "runs", "environments[0].env", "agents[0].brain"]
+    lines = str(error).splitlines()
+    assert len(lines) == 4
+    assert all(line.startswith(f"{BAD / 'many_problems.yml'}:") for line in lines)
+    assert error.location == "episdes"  # the first problem's fields are the error's own
+
+
+def test_syntax_error_has_line_and_column() -> None:
+    error = _error(BAD / "syntax_error.yml")
+    assert (error.line, error.column) == (5, 7)
+    assert "started at line 4" in error.message
+
+
+def test_short_form_placement_typo_is_reported_once_at_the_key_written(tmp_path: Path) -> None:
+    path = tmp_path / "exp.yml"
+    path.write_text(VALID + "    placement: threads\n")
+    error = _error(path)
+    assert [p.location for p in error.problems] == ["agents[0].placement"]
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    error = _error(tmp_path / "nope.yml")
+    assert "nope.yml" in str(error)
+    assert "file not found" in error.message
+
+
+def test_directory_suggests_yaml_files_inside(tmp_path: Path) -> None:
+    (tmp_path / "exp.yml").write_text(VALID)
+    error = _error(tmp_path)
+    assert "is a directory" in error.message
+    assert "exp.yml" in error.hint
+
+
+def test_non_utf8_file(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yml"
+    path.write_bytes("uid: caf\xe9\n".encode("latin-1"))
+    assert "UTF-8" in _error(path).message
+
+
+def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "bom.yml"
+    path.write_bytes(b"\xef\xbb\xbf" + VALID.encode())
+    assert load_experiment(path).uid == "ok"
+
+
+def test_alias_bomb_is_rejected_quickly(tmp_path: Path) -> None:
+    lines = ["a: &a [x, x, x, x, x, x, x, x, x, x]"]
+    for prev, name in zip("abcdefg", "bcdefgh", strict=True):
+        lines.append(f"{name}: &{name} [" + ", ".join([f"*{prev}"] * 10) + "]")
+    path = tmp_path / "bomb.yml"
+    path.write_text("\n".join(lines) + "\n")
+    assert "too large" in _error(path).message
+
+
+def test_merge_keys_are_allowed_and_not_duplicates(tmp_path: Path) -> None:
+    path = tmp_path / "merge.yml"
+    path.write_text(
+        VALID
+        + "  - <<: {muscle: mosaic.agents:RandomMuscle, uid: base}\n"
+        + "    uid: second\n"
+        + "    brain: mosaic.agents:NoOpBrain\n"
+    )
+    error = _error(path)  # valid YAML; fails only because two agents need policy mappings
+    assert [p.location for p in error.problems] == ["environments[0].policy_mapping"]
+
+
+@pytest.mark.parametrize("name", ["cartpole_random.yml", "cartpole_two_runs.yml"])
+def test_examples_load(name: str) -> None:
+    experiment = load_experiment(EXAMPLES / name)
+    assert isinstance(experiment, Experiment)
+    assert experiment.source == (EXAMPLES / name).resolve()
+    assert experiment.store_path == (EXAMPLES / name).resolve().with_suffix(".sqlite")
+
+
+def test_cartpole_random_showcases_mixed_placement() -> None:
+    experiment = load_experiment(EXAMPLES / "cartpole_random.yml")
+    config = experiment.run_config(0)
+    assert (experiment.seed, experiment.runs, experiment.episodes) == (42, 1, 20)
+    assert config["environments"][0]["placement"] == "process"
+    assert config["agents"][0]["placement"] == {"brain": "thread", "muscle": "thread"}
+
+
+def test_cartpole_two_runs() -> None:
+    experiment = load_experiment(EXAMPLES / "cartpole_two_runs.yml")
+    assert (experiment.runs, experiment.episodes, experiment.placement) == (2, 5, "thread")
+    assert len(set(experiment.run_seeds())) == 2
+
+
+def test_first_example_comments_every_key() -> None:
+    for line in (EXAMPLES / "cartpole_random.yml").read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            assert " # " in line, f"uncommented key in the example: {line!r}"
+
+
+class TestStorePath:
+    def _write(self, folder: Path, extra: str = "") -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / "exp.yml"
+        path.write_text(VALID + extra)
+        return path
+
+    def test_default_is_next_to_the_file(self, tmp_path: Path) -> None:
+        path = self._write(tmp_path / "sub")
+        assert load_experiment(path).store_path == (tmp_path / "sub" / "exp.sqlite").resolve()
+
+    def test_relative_path_resolves_against_the_file(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        path = self._write(tmp_path / "sub", "store:\n  path: out/results.db\n")
+        monkeypatch.chdir(tmp_path)
+        expected = (tmp_path / "sub" / "out" / "results.db").resolve()
+        assert load_experiment("sub/exp.yml").store_path == expected
+        assert load_experiment(path).store.path == "out/results.db"
+
+    def test_override_resolves_against_the_current_folder(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        path = self._write(tmp_path / "sub", "store:\n  path: ignored.db\n")
+        monkeypatch.chdir(tmp_path)
+        experiment = load_experiment(path, store_override="mine.db")
+        assert experiment.store_path == (tmp_path / "mine.db").resolve()
+
+    def test_a_directory_is_rejected(self, tmp_path: Path) -> None:
+        path = self._write(tmp_path, "store:\n  path: results\n")
+        (tmp_path / "results").mkdir()
+        error = _error(path)
+        assert error.location == "store.path"
+        assert "is a directory" in error.message
+
+    def test_override_url_is_rejected(self, tmp_path: Path) -> None:
+        error = _error(self._write(tmp_path), store_override="postgresql://h/db")
+        assert error.location == "--store"
+
+
+def test_relative_source_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copy(EXAMPLES / "cartpole_two_runs.yml", tmp_path / "two.yml")
+    monkeypatch.chdir(tmp_path)
+    experiment = load_experiment("two.yml")
+    assert experiment.source == tmp_path.resolve() / "two.yml"
