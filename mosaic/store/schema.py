@@ -1,0 +1,177 @@
+"""The store's tables, as SQLAlchemy Core, and the schema version check.
+
+Times are seconds since the epoch (UTC) as floating point numbers: the same on every database,
+exact to the microsecond, and trivial to compare. Observations and actions are bytes from the
+message codec.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from mosaic.errors import StoreError
+
+__all__ = [
+    "FINAL_STATUSES",
+    "RUN_STATUSES",
+    "SCHEMA_VERSION",
+    "STEP_COLUMNS",
+    "check_schema",
+    "ensure_schema",
+    "episodes",
+    "experiments",
+    "meta",
+    "metadata",
+    "runs",
+    "steps",
+    "transitions",
+]
+
+SCHEMA_VERSION = 1
+
+RUN_STATUSES = ("created", "running", "finished", "failed", "cancelled")
+FINAL_STATUSES = frozenset({"finished", "failed", "cancelled"})
+
+metadata = sa.MetaData()
+
+meta = sa.Table(
+    "meta",
+    metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)
+
+experiments = sa.Table(
+    "experiments",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("uid", sa.String(255), nullable=False, index=True),
+    sa.Column("file", sa.Text),
+    sa.Column("config", sa.JSON),
+    sa.Column("created_at", sa.Double, nullable=False),
+)
+
+_status_list = ", ".join(f"'{s}'" for s in RUN_STATUSES)
+
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("uid", sa.String(255), nullable=False, unique=True),
+    sa.Column("experiment_id", sa.Integer, sa.ForeignKey("experiments.id"), nullable=False),
+    sa.Column("run_index", sa.Integer, nullable=False),
+    sa.Column("seed", sa.BigInteger),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("started_at", sa.Double),
+    sa.Column("ended_at", sa.Double),
+    sa.Column("error", sa.Text),
+    sa.Column("pid", sa.Integer),
+    sa.Column("hostname", sa.String(255)),
+    sa.Column("episodes", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("steps", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("digest", sa.String(128)),
+    # Refreshed by the writer while the run is active, so that a reader on another host can tell
+    # a live run from one whose process vanished.
+    sa.Column("heartbeat_at", sa.Double),
+    sa.CheckConstraint(f"status IN ({_status_list})", name="ck_runs_status"),
+)
+
+transitions = sa.Table(
+    "transitions",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id"), nullable=False),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("from_state", sa.String(64)),
+    sa.Column("to_state", sa.String(64), nullable=False),
+    sa.Column("reason", sa.Text),
+    sa.Column("at", sa.Double, nullable=False),
+    sa.Index("ix_transitions_run", "run_id", "seq"),
+)
+
+episodes = sa.Table(
+    "episodes",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id"), nullable=False),
+    sa.Column("environment", sa.String(255), nullable=False),
+    sa.Column("episode", sa.Integer, nullable=False),
+    sa.Column("steps", sa.Integer, nullable=False),
+    sa.Column("total_return", sa.Double),
+    sa.Column("returns", sa.JSON),
+    sa.Column("terminated", sa.Boolean, nullable=False),
+    sa.Column("truncated", sa.Boolean, nullable=False),
+    sa.Column("seed", sa.BigInteger),
+    sa.Index("ix_episodes_run", "run_id", "environment", "episode"),
+)
+
+steps = sa.Table(
+    "steps",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id"), nullable=False),
+    sa.Column("environment", sa.String(255), nullable=False),
+    sa.Column("episode", sa.Integer, nullable=False),
+    sa.Column("step", sa.Integer, nullable=False),
+    sa.Column("agent", sa.String(255)),
+    sa.Column("slot", sa.String(255)),
+    sa.Column("observation", sa.LargeBinary),
+    sa.Column("action", sa.LargeBinary),
+    sa.Column("reward", sa.Float),
+    sa.Column("terminated", sa.Boolean, nullable=False),
+    sa.Column("truncated", sa.Boolean, nullable=False),
+    sa.Index("ix_steps_run_episode_step", "run_id", "environment", "episode", "step"),
+)
+
+STEP_COLUMNS = (
+    "run_id",
+    "environment",
+    "episode",
+    "step",
+    "agent",
+    "slot",
+    "observation",
+    "action",
+    "reward",
+    "terminated",
+    "truncated",
+)
+
+
+def ensure_schema(connection: sa.Connection) -> None:
+    """Create missing tables and record the schema version, inside the caller's transaction.
+
+    Raises StoreError if the database holds another schema version or tables that are not a
+    mosaic store's.
+    """
+    metadata.create_all(connection, checkfirst=True)
+    found = connection.execute(
+        sa.select(meta.c.value).where(meta.c.key == "schema_version")
+    ).scalar_one_or_none()
+    if found is None:
+        connection.execute(sa.insert(meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
+    else:
+        _compare_version(found)
+
+
+def check_schema(connection: sa.Connection, where: str) -> None:
+    """Check, without writing, that ``connection`` holds a mosaic store this code can read.
+
+    Raises StoreError naming ``where`` if not.
+    """
+    if not sa.inspect(connection).has_table("meta"):
+        raise StoreError(f"{where} is not a mosaic store (it has no 'meta' table)")
+    found = connection.execute(
+        sa.select(meta.c.value).where(meta.c.key == "schema_version")
+    ).scalar_one_or_none()
+    if found is None:
+        raise StoreError(f"{where} is not a mosaic store (it records no schema version)")
+    _compare_version(found, where)
+
+
+def _compare_version(found: str, where: str = "the store") -> None:
+    if found != str(SCHEMA_VERSION):
+        raise StoreError(
+            f"{where} has schema version {found}, this mosaic reads and writes version "
+            f"{SCHEMA_VERSION}; use a matching mosaic version or a new store file"
+        )

@@ -1,0 +1,260 @@
+"""open_store / Store: listing, run lookup by uid, prefix or id, the computed interrupted status,
+decoded steps, and the plain-text formatting the CLI prints."""
+
+from __future__ import annotations
+
+import pickle
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mosaic.errors import StoreError
+from mosaic.store import (
+    StoreWriter,
+    format_run_detail,
+    format_runs_table,
+    open_store,
+)
+from mosaic.store.reader import Store
+
+pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.fixture(autouse=True)
+def no_writer_threads_left() -> Iterator[None]:
+    yield
+    deadline = time.monotonic() + 5
+    while any(t.name == "mosaic-store-writer" for t in threading.enumerate()):
+        if time.monotonic() > deadline:
+            pytest.fail("a store writer thread outlived its test")
+        time.sleep(0.01)
+
+
+def rows(run: int, episode: int, count: int) -> list[tuple[Any, ...]]:
+    return [
+        (
+            run,
+            "CartPole-v1",
+            episode,
+            i,
+            "agent",
+            "agent_0",
+            np.full(4, i, np.float32),
+            i % 2,
+            1.0,
+            i == count - 1,
+            False,
+        )
+        for i in range(count)
+    ]
+
+
+@pytest.fixture
+def populated(tmp_path: Path) -> Path:
+    """Two experiments: alpha with a finished run of 12 episodes and a failed run, beta with a
+    run still running in this process."""
+    path = tmp_path / "results" / "store.db"
+    with StoreWriter(path, encode=pickle.dumps) as writer:
+        alpha = writer.experiment_started("alpha", "alpha.yml", {"runs": 2})
+        beta = writer.experiment_started("beta", "beta.yml", {})
+        done = writer.run_started(alpha, "alpha-0-c0ffee", 0, 100)
+        writer.record_transition(done, None, "setting_up", "start")
+        writer.record_transition(done, "setting_up", "running", "ready")
+        for episode in range(12):
+            writer.record_steps(rows(done, episode, episode + 1))
+            writer.record_episode(
+                done,
+                "CartPole-v1",
+                episode,
+                episode + 1,
+                float(episode + 1),
+                {"agent_0": episode + 1.0},
+                True,
+                False,
+                1000 + episode,
+            )
+        writer.record_transition(done, "running", "finished", "all episodes done")
+        writer.run_finished(done, "finished", None, 12, 78, digest="sha256:abc")
+        failed = writer.run_started(alpha, "alpha-1-c0ffff", 1, 101)
+        writer.record_steps(rows(failed, 0, 3))
+        writer.run_finished(failed, "failed", "RuntimeError: boom\nTraceback ...", 0, 3)
+        live = writer.run_started(beta, "beta-0-123456", 0, 7)
+        writer.record_steps(rows(live, 0, 4))
+        writer.record_episode(live, "CartPole-v1", 0, 4, 4.0, {"agent_0": 4.0}, True, False, 1)
+    return path
+
+
+@pytest.fixture
+def store(populated: Path) -> Iterator[Store]:
+    with open_store(populated, decode=pickle.loads) as opened:
+        yield opened
+
+
+def test_list_runs_reports_each_run(store):
+    runs = store.list_runs()
+    assert [r.uid for r in runs] == ["alpha-0-c0ffee", "alpha-1-c0ffff", "beta-0-123456"]
+    done, failed, live = runs
+    assert (done.experiment, done.run_index, done.seed, done.status) == (
+        "alpha",
+        0,
+        100,
+        "finished",
+    )
+    assert (done.episodes, done.steps, done.mean_return) == (12, 78, 6.5)
+    assert done.duration is not None and done.duration >= 0 and done.ended_at is not None
+    assert failed.status == "failed" and failed.error.startswith("RuntimeError: boom")
+    assert failed.mean_return is None
+    # the writer closed without finishing it, but this process is alive: still running
+    assert live.status == "running" and live.ended_at is None
+    assert (live.episodes, live.steps) == (1, 4)
+    assert [r.uid for r in store.list_runs("beta")] == ["beta-0-123456"]
+    assert store.list_runs("gamma") == []
+
+
+@pytest.mark.parametrize("name", ["alpha-0-c0ffee", "alpha-0", "alpha-0-c0ffe", 1, "1"])
+def test_show_run_by_uid_prefix_or_id(store, name):
+    detail = store.show_run(name)
+    assert detail.uid == "alpha-0-c0ffee" and detail.run.id == 1
+
+
+def test_show_run_refuses_ambiguous_and_unknown_names(store):
+    with pytest.raises(StoreError) as excinfo:
+        store.show_run("alpha-")
+    assert "alpha-0-c0ffee" in str(excinfo.value) and "alpha-1-c0ffff" in str(excinfo.value)
+    with pytest.raises(StoreError, match=r"no run 'zeta'.*beta-0-123456"):
+        store.show_run("zeta")
+    with pytest.raises(StoreError, match="no run with id 42"):
+        store.show_run(42)
+
+
+def test_show_run_details(store):
+    detail = store.show_run("alpha-0")
+    assert [(t.seq, t.to_state) for t in detail.transitions] == [
+        (1, "setting_up"),
+        (2, "running"),
+        (3, "finished"),
+    ]
+    assert detail.episode_stats.count == 12 and detail.episode_stats.total_steps == 78
+    assert (detail.episode_stats.min_return, detail.episode_stats.max_return) == (1.0, 12.0)
+    assert [e.episode for e in detail.first_episodes] == [0, 1, 2, 3, 4]
+    assert [e.episode for e in detail.last_episodes] == [7, 8, 9, 10, 11]
+    assert detail.last_episodes[-1].returns == {"agent_0": 12.0}
+    assert detail.step_rows == 78 and detail.digest == "sha256:abc"
+    assert detail.mean_return == 6.5 and detail.error is None
+    few = store.show_run("beta")
+    assert len(few.first_episodes) == 1 and few.last_episodes == []
+
+
+def test_steps_are_decoded_in_order(store):
+    records = list(store.steps("alpha-0", episode=3))
+    assert [r.step for r in records] == [0, 1, 2, 3]
+    np.testing.assert_array_equal(records[2].observation, np.full(4, 2, np.float32))
+    assert records[3].action == 1 and records[3].terminated is True
+    assert len(list(store.steps(1, limit=10))) == 10
+    with pytest.raises(StoreError):
+        store.steps("nobody")
+
+
+def set_run(path: Path, uid: str, **values: Any) -> None:
+    assignments = ", ".join(f"{key} = ?" for key in values)
+    with sqlite3.connect(path) as db:
+        db.execute(f"UPDATE runs SET {assignments} WHERE uid = ?", (*values.values(), uid))
+    db.close()
+
+
+def status_of(path: Path, uid: str) -> str:
+    with open_store(path) as store:
+        return store.show_run(uid).status
+
+
+def test_running_run_of_a_dead_process_is_interrupted(populated):
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait(10)
+    set_run(populated, "beta-0-123456", pid=child.pid)
+    assert status_of(populated, "beta-0-123456") == "interrupted"
+    with closing(sqlite3.connect(populated)) as db:  # computed, never written
+        assert db.execute("SELECT status FROM runs WHERE uid = 'beta-0-123456'").fetchone() == (
+            "running",
+        )
+
+
+def test_recycled_pid_does_not_keep_a_run_alive(populated):
+    # our own pid, but the run started long before this process: the pid was reused
+    set_run(populated, "beta-0-123456", started_at=time.time() - 30 * 86400)
+    assert status_of(populated, "beta-0-123456") == "interrupted"
+
+
+def test_run_on_another_host_is_judged_by_its_heartbeat(populated):
+    other = socket.gethostname() + "-elsewhere"
+    set_run(populated, "beta-0-123456", hostname=other, pid=1, heartbeat_at=time.time() - 5)
+    assert status_of(populated, "beta-0-123456") == "running"
+    set_run(populated, "beta-0-123456", heartbeat_at=time.time() - 3600)
+    assert status_of(populated, "beta-0-123456") == "interrupted"
+    with open_store(populated) as store:
+        assert "last seen" in format_run_detail(store.show_run("beta"))
+
+
+def test_open_store_never_creates_or_changes_a_file(tmp_path, populated):
+    missing = tmp_path / "missing.db"
+    with pytest.raises(StoreError, match="does not exist"):
+        open_store(missing)
+    assert not missing.exists()
+    with pytest.raises(StoreError, match="directory"):
+        open_store(tmp_path)
+    before = populated.read_bytes()
+    with open_store(populated) as store:
+        store.list_runs()
+        store.show_run("alpha-0")
+    assert populated.read_bytes() == before
+
+
+def test_open_store_refuses_a_foreign_database(tmp_path):
+    path = tmp_path / "other.db"
+    with closing(sqlite3.connect(path)) as db:
+        db.execute("CREATE TABLE t (x)")
+        db.commit()
+    with pytest.raises(StoreError, match="not a mosaic store"):
+        open_store(path)
+
+
+def test_reader_sees_a_live_writer(tmp_path):
+    path = tmp_path / "live.db"
+    with StoreWriter(path, encode=pickle.dumps) as writer:
+        run = writer.run_started(writer.experiment_started("x", None, None), "live", 0, None)
+        writer.record_steps(rows(run, 0, 5))
+        assert writer.flush(5)
+        with open_store(path) as store:
+            assert store.show_run("live").step_rows == 5
+            writer.record_steps(rows(run, 1, 5))
+            assert writer.flush(5)
+            assert store.show_run("live").step_rows == 10
+
+
+def test_runs_table_is_aligned(store):
+    lines = format_runs_table(store.list_runs()).splitlines()
+    header, body = lines[0], lines[1:]
+    assert len(body) == 3
+    status_at = header.index("STATUS")
+    assert [line[status_at:].split()[0] for line in body] == ["finished", "failed", "running"]
+    episodes_end = header.index("EPISODES") + len("EPISODES")  # numbers are right-aligned
+    assert [line[:episodes_end].split()[-1] for line in body] == ["12", "0", "1"]
+    assert "RuntimeError: boom" in body[1] and "Traceback" not in body[1]
+    assert format_runs_table([]) == "no runs"
+
+
+def test_run_detail_text(store):
+    text = format_run_detail(store.show_run("alpha-0"))
+    assert "alpha-0-c0ffee (id 1)" in text
+    assert "sha256:abc" in text and "all episodes done" in text
+    assert "first 5 and last 5 of 12" in text
+    assert "78 (78 step rows stored)" in text
