@@ -1,0 +1,130 @@
+"""mosaic's typed messages and their wire format.
+
+Every message is a frozen dataclass; its class name is its type tag on the wire. Import a message
+from here, build it with keyword arguments, and send it with :func:`encode_message`; the receiver
+gets an equal message back from :func:`decode_message`.
+"""
+
+from mosaic.messages._base import Message, Notice, Record, Request, Response, lookup, registered
+from mosaic.messages.agent import (
+    AgentSetupRequest,
+    AgentSetupResponse,
+    AgentUpdateRequest,
+    AgentUpdateResponse,
+    BrainSetupRequest,
+    BrainSetupResponse,
+    BrainShutdownRequest,
+    BrainShutdownResponse,
+    MuscleSetupRequest,
+    MuscleSetupResponse,
+    MuscleShutdownRequest,
+    MuscleShutdownResponse,
+    MuscleUpdateRequest,
+    MuscleUpdateResponse,
+)
+from mosaic.messages.codec import (
+    DEFAULT_MAX_FRAME_BYTES,
+    PROTOCOL_VERSION,
+    decode_message,
+    encode_message,
+    pack,
+    unpack,
+)
+from mosaic.messages.common import (
+    ActuatorSpec,
+    ErrorResponse,
+    PingRequest,
+    PongResponse,
+    SensorSpec,
+)
+from mosaic.messages.conductor import (
+    AgentConductorShutdownRequest,
+    AgentConductorShutdownResponse,
+    EnvironmentConductorShutdownRequest,
+    EnvironmentConductorShutdownResponse,
+)
+from mosaic.messages.environment import (
+    EnvironmentResetRequest,
+    EnvironmentResetResponse,
+    EnvironmentSetupRequest,
+    EnvironmentSetupResponse,
+    EnvironmentShutdownRequest,
+    EnvironmentShutdownResponse,
+    EnvironmentStartRequest,
+    EnvironmentStartResponse,
+    EnvironmentUpdateRequest,
+    EnvironmentUpdateResponse,
+)
+from mosaic.messages.experiment import (
+    ExperimentRunFinishedNotice,
+    ExperimentRunShutdownRequest,
+    ExperimentShutdownResponse,
+    ExperimentStartRequest,
+    ExperimentStartResponse,
+)
+from mosaic.messages.simulation import (
+    SimulationFinishedNotice,
+    SimulationStartRequest,
+    SimulationStartResponse,
+    SimulationStopRequest,
+    SimulationStopResponse,
+)
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_BYTES",
+    "PROTOCOL_VERSION",
+    "ActuatorSpec",
+    "AgentConductorShutdownRequest",
+    "AgentConductorShutdownResponse",
+    "AgentSetupRequest",
+    "AgentSetupResponse",
+    "AgentUpdateRequest",
+    "AgentUpdateResponse",
+    "BrainSetupRequest",
+    "BrainSetupResponse",
+    "BrainShutdownRequest",
+    "BrainShutdownResponse",
+    "EnvironmentConductorShutdownRequest",
+    "EnvironmentConductorShutdownResponse",
+    "EnvironmentResetRequest",
+    "EnvironmentResetResponse",
+    "EnvironmentSetupRequest",
+    "EnvironmentSetupResponse",
+    "EnvironmentShutdownRequest",
+    "EnvironmentShutdownResponse",
+    "EnvironmentStartRequest",
+    "EnvironmentStartResponse",
+    "EnvironmentUpdateRequest",
+    "EnvironmentUpdateResponse",
+    "ErrorResponse",
+    "ExperimentRunFinishedNotice",
+    "ExperimentRunShutdownRequest",
+    "ExperimentShutdownResponse",
+    "ExperimentStartRequest",
+    "ExperimentStartResponse",
+    "Message",
+    "MuscleSetupRequest",
+    "MuscleSetupResponse",
+    "MuscleShutdownRequest",
+    "MuscleShutdownResponse",
+    "MuscleUpdateRequest",
+    "MuscleUpdateResponse",
+    "Notice",
+    "PingRequest",
+    "PongResponse",
+    "Record",
+    "Request",
+    "Response",
+    "SensorSpec",
+    "SimulationFinishedNotice",
+    "SimulationStartRequest",
+    "SimulationStartResponse",
+    "SimulationStopRequest",
+    "SimulationStopResponse",
+    "decode_message",
+    "encode_message",
+    "lookup",
+    "pack",
+    "registered",
+    "unpack",
+]

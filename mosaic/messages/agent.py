@@ -1,0 +1,153 @@
+"""Messages that set up, drive and stop agents: their muscles (acting) and brains (learning)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mosaic.messages._base import Request, Response
+from mosaic.messages.common import ActuatorSpec, SensorSpec
+
+__all__ = [
+    "AgentSetupRequest",
+    "AgentSetupResponse",
+    "AgentUpdateRequest",
+    "AgentUpdateResponse",
+    "BrainSetupRequest",
+    "BrainSetupResponse",
+    "BrainShutdownRequest",
+    "BrainShutdownResponse",
+    "MuscleSetupRequest",
+    "MuscleSetupResponse",
+    "MuscleShutdownRequest",
+    "MuscleShutdownResponse",
+    "MuscleUpdateRequest",
+    "MuscleUpdateResponse",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSetupRequest(Request):
+    """SimulationController -> AgentConductor: create an agent's brain and ``muscles``."""
+
+    run_uid: str
+    agent_uid: str
+    config: dict[str, Any]
+    muscles: dict[str, dict[str, Any]]
+    seed: int
+    mode: str
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSetupResponse(Response):
+    """AgentConductor -> SimulationController: where each of the agent's muscles listens."""
+
+    agent_uid: str
+    muscle_endpoints: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class BrainSetupRequest(Request):
+    """AgentConductor -> brain actor: build the brain that serves ``muscles``."""
+
+    agent_uid: str
+    brain_uid: str
+    brain: dict[str, Any]
+    sensors: tuple[SensorSpec, ...]
+    actuators: tuple[ActuatorSpec, ...]
+    seed: int
+    mode: str
+    muscles: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BrainSetupResponse(Response):
+    """Brain actor -> AgentConductor: the brain is ready."""
+
+    brain_uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class MuscleSetupRequest(Request):
+    """AgentConductor -> muscle actor: build a muscle; its brain is at ``brain_endpoint``."""
+
+    agent_uid: str
+    muscle_uid: str
+    environment_uid: str
+    muscle: dict[str, Any]
+    sensors: tuple[SensorSpec, ...]
+    actuators: tuple[ActuatorSpec, ...]
+    seed: int
+    mode: str
+    brain_endpoint: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class MuscleSetupResponse(Response):
+    """Muscle actor -> AgentConductor: the muscle is ready."""
+
+    muscle_uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class AgentUpdateRequest(Request):
+    """SimulationController -> muscle actor (hot path): the environment's step, to act on."""
+
+    step: int
+    observations: dict[str, Any]
+    rewards: dict[str, float]
+    terminated: bool
+    truncated: bool
+    acting: tuple[str, ...]
+    legal_actions: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentUpdateResponse(Response):
+    """Muscle actor -> SimulationController (hot path): one action per acting slot."""
+
+    actions: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class MuscleUpdateRequest(Request):
+    """Muscle -> brain: ``experience`` to learn from."""
+
+    muscle_uid: str
+    experience: Any
+
+
+@dataclass(frozen=True, slots=True)
+class MuscleUpdateResponse(Response):
+    """Brain -> muscle: what the brain's ``learn`` returned (None: nothing to apply)."""
+
+    update: Any
+
+
+@dataclass(frozen=True, slots=True)
+class MuscleShutdownRequest(Request):
+    """SimulationController -> muscle actor: tear the muscle down and stop."""
+
+    muscle_uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class MuscleShutdownResponse(Response):
+    """Muscle actor -> SimulationController: stopped."""
+
+    muscle_uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class BrainShutdownRequest(Request):
+    """Muscle -> brain: muscle ``muscle_uid`` is done; the brain stops after its last muscle."""
+
+    muscle_uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class BrainShutdownResponse(Response):
+    """Brain -> muscle: acknowledged; ``remaining`` muscles still use the brain."""
+
+    brain_uid: str
+    remaining: int

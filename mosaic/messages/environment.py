@@ -1,0 +1,112 @@
+"""Messages that set up, drive and stop an environment actor."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mosaic.messages._base import Request, Response
+from mosaic.messages.common import ActuatorSpec, SensorSpec
+
+__all__ = [
+    "EnvironmentResetRequest",
+    "EnvironmentResetResponse",
+    "EnvironmentSetupRequest",
+    "EnvironmentSetupResponse",
+    "EnvironmentShutdownRequest",
+    "EnvironmentShutdownResponse",
+    "EnvironmentStartRequest",
+    "EnvironmentStartResponse",
+    "EnvironmentUpdateRequest",
+    "EnvironmentUpdateResponse",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class EnvironmentSetupRequest(Request):
+    """SimulationController -> EnvironmentConductor: create an env actor at ``placement``."""
+
+    run_uid: str
+    environment_uid: str
+    placement: str
+
+
+@dataclass(frozen=True, slots=True)
+class EnvironmentSetupResponse(Response):
+    """EnvironmentConductor -> SimulationController: the environment actor is at ``endpoint``."""
+
+    environment_uid: str
+    endpoint: str
+
+
+@dataclass(frozen=True, slots=True)
+class EnvironmentStartRequest(Request):
+    """SimulationController -> environment actor: build environment ``env`` with ``params``."""
+
+    environment_uid: str
+    env: str
+    params: dict[str, Any]
+    seed: int
+
+
+@dataclass(frozen=True, slots=True)
+class EnvironmentStartResponse(Response):
+    """Environment actor -> SimulationController: the environment's agent slots."""
+
+    environment_uid: str
+    sensors: tuple[SensorSpec, ...]
+    actuators: tuple[ActuatorSpec, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EnvironmentResetRequest(Request):
+    """SimulationController -> environment actor: start an episode (``seed`` None: unseeded)."""
+
+    seed: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class EnvironmentResetResponse(Response):
+    """Environment actor -> SimulationController: first observations and who acts next."""
+
+    observations: dict[str, Any]
+    acting: tuple[str, ...]
+    legal_actions: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class EnvironmentUpdateRequest(Request):
+    """SimulationController -> environment actor (hot path): apply one step's ``actions``."""
+
+    actions: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class EnvironmentUpdateResponse(Response):
+    """Environment actor -> SimulationController (hot path): the step's outcome."""
+
+    observations: dict[str, Any]
+    rewards: dict[str, float]
+    terminated: bool
+    truncated: bool
+    acting: tuple[str, ...]
+    legal_actions: dict[str, Any]
+
+    @property
+    def is_terminal(self) -> bool:
+        """True when the episode ended, by termination or truncation."""
+        return self.terminated or self.truncated
+
+
+@dataclass(frozen=True, slots=True)
+class EnvironmentShutdownRequest(Request):
+    """SimulationController -> environment actor: close the environment and stop."""
+
+    environment_uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class EnvironmentShutdownResponse(Response):
+    """Environment actor -> SimulationController: closed."""
+
+    environment_uid: str
