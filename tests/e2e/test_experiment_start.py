@@ -151,3 +151,37 @@ def test_an_environment_that_raises_fails_the_run_with_its_error(tmp_path, proce
     [(status, error)] = query(store, "SELECT status, error FROM runs")
     assert status == "failed" and "broken at step 10" in error
     assert "Traceback" not in result.stderr
+
+
+def test_runs_list_and_show_read_the_store(tmp_path, process_tag):
+    store = tmp_path / "results.sqlite"
+    assert run_mosaic("experiment-start", "examples/cartpole_two_runs.yml", "--store", str(store),
+                      "--quiet").returncode == 0
+    uids = [uid for (uid,) in query(store, "SELECT uid FROM runs ORDER BY run_index")]
+    listing = run_mosaic("runs", "list", "--store", str(store))
+    assert listing.returncode == 0, listing.stderr
+    assert all(uid in listing.stdout for uid in uids) and "finished" in listing.stdout
+    shown = run_mosaic("runs", "show", uids[1], "--store", str(store))
+    assert shown.returncode == 0, shown.stderr
+    assert uids[1] in shown.stdout and "running" in shown.stdout and "stopping" in shown.stdout
+    missing = run_mosaic("runs", "show", "no-such-run", "--store", str(store))
+    assert missing.returncode == 2 and "no-such-run" in missing.stderr
+    absent = run_mosaic("runs", "list", "--store", str(tmp_path / "absent.sqlite"))
+    assert absent.returncode == 2 and "Traceback" not in absent.stderr
+
+
+def test_a_second_ctrl_c_exits_at_once_without_orphans(tmp_path, process_tag):
+    path = write_experiment(tmp_path, cartpole(episodes=100_000, placement="process"))
+    store = tmp_path / "results.sqlite"
+    proc = start_mosaic("experiment-start", str(path), "--store", str(store))
+    try:
+        wait_for_steps(store, proc, minimum=100)
+        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+    assert proc.returncode == 130
+    # The process_tag fixture checks that no component process outlived the command.
