@@ -10,6 +10,7 @@ from typing import Any
 import pykka
 
 from mosaic.actors.component import Component
+from mosaic.affinity import pin_current_thread
 from mosaic.errors import MosaicError
 from mosaic.messages import ErrorResponse, Request
 from mosaic.transport import RequestServer
@@ -48,14 +49,17 @@ class ActorHost(pykka.ThreadingActor):
     socket. The same host runs in a thread of the run's process and as the main actor of a
     spawned process: placement changes nothing here.
 
-    What it does is reported through its :class:`HostStatus`, which its placer keeps.
+    What it does is reported through its :class:`HostStatus`, which its placer keeps. A host on
+    the step loop is given a ``cpu`` to run on (see :mod:`mosaic.affinity`).
     """
 
     use_daemon_thread = True
 
-    def __init__(self, component: Component, endpoint: str, status: HostStatus) -> None:
+    def __init__(self, component: Component, endpoint: str, status: HostStatus,
+                 cpu: int | None = None) -> None:
         super().__init__()
         self.component = component
+        self.cpu = cpu
         self.requested_endpoint = endpoint
         self.status = status
         self._server: RequestServer | None = None
@@ -64,6 +68,7 @@ class ActorHost(pykka.ThreadingActor):
     def on_start(self) -> None:
         # pykka skips on_stop/on_failure when on_start raises: clean up here before re-raising.
         try:
+            pin_current_thread(self.cpu)
             self._server = RequestServer(self.requested_endpoint, name=self.component.uid,
                                          idle_timeout_ms=IDLE_POLL_MS)
             self.component.on_setup()

@@ -85,12 +85,12 @@ class ThreadPlaced(Placed):
 
     placement: PlacementKind = "thread"
 
-    def __init__(self, component: Component, kind: str, endpoint: str, *,
+    def __init__(self, component: Component, kind: str, endpoint: str, *, cpu: int | None = None,
                  timeout: float = 30.0, check: Check | None = None) -> None:
         self.uid = component.uid
         self.kind = kind
         self.status = HostStatus()
-        self._ref = ActorHost.start(component, endpoint, self.status)
+        self._ref = ActorHost.start(component, endpoint, self.status, cpu)
         _wait_bound(self.status, self.describe(), timeout, check, self.exit_cause)
         assert self.status.endpoint is not None  # set together with `bound` on success
         self.endpoint = self.status.endpoint
@@ -128,7 +128,8 @@ class ProcessPlaced(Placed):
 
     placement: PlacementKind = "process"
 
-    def __init__(self, kind: str, uid: str, endpoint: str, *, log_level: int | None = None) -> None:
+    def __init__(self, kind: str, uid: str, endpoint: str, *, cpu: int | None = None,
+                 log_level: int | None = None) -> None:
         self.uid = uid
         self.kind = kind
         self.status = HostStatus()
@@ -136,6 +137,8 @@ class ProcessPlaced(Placed):
         level = log_level if log_level is not None else logging.getLogger().getEffectiveLevel()
         command = [sys.executable, "-m", "mosaic.actors.process_main", kind, uid, endpoint,
                    "--parent-pid", str(os.getpid()), "--log-level", logging.getLevelName(level)]
+        if cpu is not None:
+            command += ["--cpu", str(cpu)]
         self._process = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True, close_fds=True,
@@ -260,17 +263,18 @@ class ProcessPlaced(Placed):
 
 
 def place(component_factory: Callable[[], Component], kind: str, uid: str,
-          placement: PlacementKind, endpoint: str, *, timeout: float = 30.0,
-          check: Check | None = None) -> Placed:
+          placement: PlacementKind, endpoint: str, *, cpu: int | None = None,
+          timeout: float = 30.0, check: Check | None = None) -> Placed:
     """Start ``kind`` named ``uid`` in a thread or a process, bound to ``endpoint``.
 
     Blocks until the component's endpoint is bound, at most ``timeout`` s; raises
     :class:`ComponentDied` if it fails to start (with the cause) and whatever ``check`` raises.
     """
     if placement == "thread":
-        return ThreadPlaced(component_factory(), kind, endpoint, timeout=timeout, check=check)
+        return ThreadPlaced(component_factory(), kind, endpoint, cpu=cpu, timeout=timeout,
+                            check=check)
     if placement == "process":
-        return ProcessPlaced(kind, uid, endpoint).wait_bound(timeout, check)
+        return ProcessPlaced(kind, uid, endpoint, cpu=cpu).wait_bound(timeout, check)
     raise ValueError(f"unknown placement {placement!r}: expected 'thread' or 'process'")
 
 

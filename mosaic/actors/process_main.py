@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parent-pid", type=int, required=True)
     parser.add_argument("--log-level", default="WARNING")
     parser.add_argument("--start-timeout", type=float, default=30.0)
+    parser.add_argument("--cpu", type=int, default=None, help="CPU of the actor thread")
     args = parser.parse_args(argv)
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -37,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     # Imported after the lifeline is armed: these imports are the slow part of a start.
     from mosaic.actors.host import ActorHost, HostStatus
     from mosaic.actors.kinds import make_component
+    from mosaic.transport import pin_io_threads
+
+    pin_io_threads(args.cpu)
 
     status = HostStatus()
     try:
@@ -44,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:
         print(f"FAILED {type(error).__name__}: {error}", flush=True)
         return 1
-    ref = ActorHost.start(component, args.endpoint, status)
+    ref = ActorHost.start(component, args.endpoint, status, args.cpu)
     if not status.bound.wait(args.start_timeout) or status.failure is not None:
         print(f"FAILED {status.failure or 'start-up timed out'}", flush=True)
         ref.stop(block=False)

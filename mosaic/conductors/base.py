@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
-
 from mosaic.actors.component import Component
 from mosaic.actors.kinds import make_component
 from mosaic.actors.placement import Placed, PlacementKind, place
-
-if TYPE_CHECKING:
-    from mosaic.orchestration.run_context import RunContext
+from mosaic.orchestration.run_context import HOT_LOOP_KINDS, RunContext
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +27,7 @@ class Conductor(Component):
     def place(self, kind: str, uid: str, placement: PlacementKind, *, reachable_from_process: bool) -> Placed:
         """Start component ``uid`` of ``kind`` in a thread or process; blocks until it is bound."""
         ctx = self.ctx
+        cpu = ctx.hot_cpu if kind in HOT_LOOP_KINDS else None
         prelaunched = ctx.adopt(kind, uid) if placement == "process" else None
         placed: Placed
         if prelaunched is not None:
@@ -38,7 +35,7 @@ class Conductor(Component):
         else:
             endpoint = ctx.endpoints.for_placement(uid, reachable_from_process or placement == "process")
             placed = place(lambda: make_component(kind, uid), kind, uid, placement, endpoint,
-                           timeout=ctx.timeouts.setup, check=ctx.check)
+                           cpu=cpu, timeout=ctx.timeouts.setup, check=ctx.check)
         self._placed.append(placed)
         self.ctx.supervisor.add(placed)
         return placed

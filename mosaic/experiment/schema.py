@@ -348,6 +348,9 @@ class ExperimentFile(_Model):
     placement: Placement = Field(default="thread", description="'thread' or 'process'")
     transport: Transport = Field(default="ipc", description="'ipc' or 'tcp'")
     host: str = Field(default="127.0.0.1", description="an IP address such as 127.0.0.1")
+    cpu_affinity: Literal["auto", "none"] | Annotated[int, Field(ge=0)] = Field(
+        default="auto", description="'auto', 'none' or a CPU number >= 0"
+    )
     environments: Annotated[list[EnvironmentConfig], Field(min_length=1)] = Field(
         description="a list of environments"
     )
@@ -545,6 +548,7 @@ class Experiment(ExperimentFile):
             "mode": self.mode,
             "transport": self.transport,
             "host": self.host,
+            "cpu_affinity": self.cpu_affinity,
             "record_steps": self.store.record_steps,
             "store_path": str(self.store_path),
             "timeouts": {

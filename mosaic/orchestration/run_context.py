@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from mosaic.store.writer import StoreWriter
 
 
+#: Component kinds on the per-step path, pinned to the run's step-loop CPU.
+HOT_LOOP_KINDS = frozenset({"environment", "muscle"})
+
+
 @dataclass(frozen=True)
 class Timeouts:
     """Seconds allowed for: starting and setting up one component; one update; one shutdown."""
@@ -99,6 +103,8 @@ class RunContext:
     cancelled: threading.Event = field(default_factory=threading.Event)
     progress: Progress = field(default_factory=Progress)
     prelaunched: dict[str, ProcessPlaced] = field(default_factory=dict)
+    #: The CPU of the step loop's threads, or None (see mosaic.affinity).
+    hot_cpu: int | None = None
 
     def prelaunch(self) -> None:
         """Launch every process-placed component of the run at once, before set-up needs them.
@@ -107,7 +113,8 @@ class RunContext:
         parallel instead of one after the other. The conductors adopt them by uid.
         """
         for kind, uid in planned_processes(self.config):
-            placed = ProcessPlaced(kind, uid, self.endpoints.external(uid))
+            cpu = self.hot_cpu if kind in HOT_LOOP_KINDS else None
+            placed = ProcessPlaced(kind, uid, self.endpoints.external(uid), cpu=cpu)
             self.prelaunched[uid] = placed
             self.supervisor.add(placed)
 

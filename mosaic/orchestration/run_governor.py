@@ -78,8 +78,10 @@ class RunGovernor(Component):
             for name, cls in ((names.SIMULATION_CONTROLLER, SimulationController),
                               (names.ENVIRONMENT_CONDUCTOR, EnvironmentConductor),
                               (names.AGENT_CONDUCTOR, AgentConductor)):
+                # The controller drives the step loop: it runs on the step-loop CPU.
+                cpu = ctx.hot_cpu if cls is SimulationController else None
                 self._orchestration.append(ThreadPlaced(cls(name, ctx), "orchestration",
-                                                        ctx.endpoints.inproc(name),
+                                                        ctx.endpoints.inproc(name), cpu=cpu,
                                                         timeout=ctx.timeouts.setup))
             self._simulation = self.connect(self._orchestration[0].endpoint, peer="simulation controller")
             components = len(ctx.config["environments"]) + 2 * len(ctx.config["agents"])

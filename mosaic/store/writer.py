@@ -226,6 +226,11 @@ class StoreWriter:
             self._thread.join(timeout)
             raise self._startup_error
 
+    @property
+    def thread_id(self) -> int | None:
+        """The native id of the writer thread once started (for CPU placement)."""
+        return self._thread.native_id if self._thread is not None else None
+
     def close(self, timeout: float = 10.0) -> None:
         """Write everything enqueued, stop the thread and release the database.
 

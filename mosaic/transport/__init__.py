@@ -1,8 +1,9 @@
 """ZeroMQ transport: one context per process, ROUTER servers, DEALER clients."""
 
 from mosaic.transport.client import RequestClient
-from mosaic.transport.context import context
+from mosaic.transport.context import context, pin_io_threads
 from mosaic.transport.endpoints import EndpointAllocator, is_loopback
 from mosaic.transport.server import Incoming, RequestServer
 
-__all__ = ["EndpointAllocator", "Incoming", "RequestClient", "RequestServer", "context", "is_loopback"]
+__all__ = ["EndpointAllocator", "Incoming", "RequestClient", "RequestServer", "context", "is_loopback",
+           "pin_io_threads"]

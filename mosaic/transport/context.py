@@ -10,6 +10,17 @@ import zmq
 _lock = threading.Lock()
 _context: zmq.Context[zmq.Socket[bytes]] | None = None
 _owner_pid: int | None = None
+_io_cpu: int | None = None
+
+
+def pin_io_threads(cpu: int | None) -> None:
+    """Run this process's ZeroMQ I/O threads on ``cpu``; takes effect if no socket exists yet.
+
+    ipc and tcp messages pass through the I/O threads, so they belong with the step loop's
+    threads (see :mod:`mosaic.affinity`).
+    """
+    global _io_cpu
+    _io_cpu = cpu
 
 
 def context() -> zmq.Context[zmq.Socket[bytes]]:
@@ -27,6 +38,8 @@ def context() -> zmq.Context[zmq.Socket[bytes]]:
         if _context is None or _owner_pid != pid:
             ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
             ctx.linger = 0
+            if _io_cpu is not None:
+                ctx.set(zmq.THREAD_AFFINITY_CPU_ADD, _io_cpu)
             _context = ctx
             _owner_pid = pid
         return _context

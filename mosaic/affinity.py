@@ -1,0 +1,95 @@
+"""Keeping a run's step loop on one CPU.
+
+The step loop is a strict ping-pong: the simulation controller asks an environment, waits, asks
+a muscle, waits. Only one of them works at any moment, so spreading them over CPUs buys nothing,
+while every hand-over to a thread sleeping on another CPU costs a cross-CPU wake-up. On the
+virtual machines mosaic was measured on, that wake-up cost about 100 µs, several times the rest
+of a round trip: pinning the controller, environment and muscle threads to one CPU tripled
+steps/s (see ``benchmarks/throughput.py``).
+
+Only those threads are pinned. Brains (which may train on many cores), the store writer and the
+idle orchestration threads stay free. ``cpu_affinity: none`` in the experiment file turns this
+off; a CPU number chooses the CPU.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+log = logging.getLogger(__name__)
+
+#: How long to watch the CPUs before choosing the idlest one.
+SAMPLE_S = 0.02
+
+
+def available_cpus() -> list[int]:
+    """The CPUs this process may run on (all of them where affinity is not supported)."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
+def _busy_ticks() -> dict[int, tuple[int, int]]:
+    """cpu -> (busy ticks, total ticks) from /proc/stat."""
+    ticks = {}
+    with open("/proc/stat") as stat:
+        for line in stat:
+            name, *values = line.split()
+            if name.startswith("cpu") and name != "cpu":
+                numbers = [int(v) for v in values]
+                idle = numbers[3] + (numbers[4] if len(numbers) > 4 else 0)
+                ticks[int(name[3:])] = (sum(numbers) - idle, sum(numbers))
+    return ticks
+
+
+def choose_cpu(setting: str | int) -> int | None:
+    """The CPU for a run's step loop, or ``None`` to leave scheduling to the OS.
+
+    ``"auto"`` picks the least busy of the available CPUs over a short sample, so concurrent
+    runs tend to land on different CPUs; a number is used as given if available.
+    """
+    if setting == "none" or not hasattr(os, "sched_setaffinity"):
+        return None
+    cpus = available_cpus()
+    if isinstance(setting, int):
+        if setting not in cpus:
+            log.warning("cpu_affinity %d is not available (have %s); not pinning", setting, cpus)
+            return None
+        return setting
+    if len(cpus) == 1:
+        return cpus[0]
+    try:
+        before = _busy_ticks()
+        time.sleep(SAMPLE_S)
+        after = _busy_ticks()
+    except (OSError, ValueError, IndexError):
+        return cpus[0]
+
+    def busy(cpu: int) -> float:
+        b0, t0 = before.get(cpu, (0, 0))
+        b1, t1 = after.get(cpu, (0, 0))
+        return (b1 - b0) / (t1 - t0) if t1 > t0 else 0.0
+
+    return min(cpus, key=busy)
+
+
+def pin_thread(native_id: int, cpu: int | None) -> None:
+    """Run the thread with ``native_id`` (``threading.Thread.native_id``) on ``cpu`` only."""
+    if cpu is None or not hasattr(os, "sched_setaffinity"):
+        return
+    try:
+        os.sched_setaffinity(native_id, {cpu})
+    except OSError as error:
+        log.warning("could not pin thread %d to CPU %d: %s", native_id, cpu, error)
+
+
+def pin_current_thread(cpu: int | None) -> None:
+    """Run the calling thread (and threads it starts later) on ``cpu`` only; no-op for ``None``."""
+    if cpu is None or not hasattr(os, "sched_setaffinity"):
+        return
+    try:
+        os.sched_setaffinity(0, {cpu})  # pid 0: the calling thread on Linux
+    except OSError as error:
+        log.warning("could not pin the step loop to CPU %d: %s", cpu, error)
