@@ -10,12 +10,18 @@ from __future__ import annotations
 import numpy as np
 
 # Purposes keep the streams of different component kinds apart.
-_ENVIRONMENT, _EPISODE, _BRAIN, _MUSCLE = 0, 1, 2, 3
+_ENVIRONMENT, _EPISODE, _BRAIN, _MUSCLE, _PHASE = 0, 1, 2, 3, 4
 
 
 def _derive(run_seed: int, *key: int) -> int:
     sequence = np.random.SeedSequence(run_seed, spawn_key=key)
     return int(sequence.generate_state(1, np.uint32)[0])
+
+
+def phase_seed(run_seed: int, phase_index: int) -> int:
+    """Seed of a run's phase: the run seed for the first phase, a derived one for later phases
+    (so a test phase does not replay the training episodes)."""
+    return run_seed if phase_index == 0 else _derive(run_seed, _PHASE, phase_index)
 
 
 def environment_seed(run_seed: int, environment_index: int) -> int:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from mosaic.actors.component import Component, handles
+from mosaic.checkpoints import load_state, save_state
 from mosaic.actors.slots import slots_from_specs
 from mosaic.agents import Brain, BrainContext
 from mosaic.errors import MosaicError
 from mosaic.experiment.imports import import_object
 from mosaic.messages import (
+    BrainCheckpointRequest,
+    BrainCheckpointResponse,
     BrainSetupRequest,
     BrainSetupResponse,
     BrainShutdownRequest,
@@ -18,12 +21,19 @@ from mosaic.messages import (
 
 
 class BrainActor(Component):
-    """Hosts one :class:`~mosaic.agents.Brain`; stops once every muscle it serves has shut down."""
+    """Hosts one :class:`~mosaic.agents.Brain`; stops once every muscle it serves has shut down.
+
+    Checkpoints: ``brain["checkpoint"]`` in the setup request may name a ``load`` path (the state
+    is restored before the first step) and a ``save`` path, written when the last muscle shuts
+    down (the end of the phase) and whenever a muscle asks (every N episodes). A brain whose
+    :meth:`~mosaic.agents.Brain.state` is empty saves nothing.
+    """
 
     def __init__(self, uid: str) -> None:
         super().__init__(uid)
         self._brain: Brain | None = None
         self._muscles: set[str] = set()
+        self._save_path: str | None = None
 
     @handles(BrainSetupRequest)
     def _setup(self, request: BrainSetupRequest) -> BrainSetupResponse:
@@ -36,9 +46,26 @@ class BrainActor(Component):
                                params=dict(request.brain.get("params") or {}))
         brain = cls()
         brain.setup(context)
+        checkpoint = request.brain.get("checkpoint") or {}
+        if checkpoint.get("load"):
+            brain.load_state(load_state(checkpoint["load"]))
+        self._save_path = checkpoint.get("save")
         self._brain = brain
         self._muscles = set(request.muscles)
         return BrainSetupResponse(self.uid)
+
+    def _save(self) -> str:
+        if self._brain is None or self._save_path is None:
+            return ""
+        state = self._brain.state()
+        if not state:
+            return ""
+        save_state(self._save_path, state)
+        return self._save_path
+
+    @handles(BrainCheckpointRequest)
+    def _checkpoint(self, request: BrainCheckpointRequest) -> BrainCheckpointResponse:
+        return BrainCheckpointResponse(self.uid, self._save())
 
     @handles(MuscleUpdateRequest)
     def _learn(self, request: MuscleUpdateRequest) -> MuscleUpdateResponse:
@@ -50,6 +77,7 @@ class BrainActor(Component):
     def _shutdown(self, request: BrainShutdownRequest) -> BrainShutdownResponse:
         self._muscles.discard(request.muscle_uid)
         if not self._muscles:
+            self._save()
             self.request_stop()
         return BrainShutdownResponse(self.uid, len(self._muscles))
 

@@ -12,6 +12,8 @@ from mosaic.experiment.imports import import_object
 from mosaic.messages import (
     AgentUpdateRequest,
     AgentUpdateResponse,
+    BrainCheckpointRequest,
+    BrainCheckpointResponse,
     BrainShutdownRequest,
     BrainShutdownResponse,
     MuscleSetupRequest,
@@ -42,6 +44,8 @@ class MuscleActor(Component):
         self._brain: RequestClient | None = None
         self._brain_timeout = DEFAULT_BRAIN_TIMEOUT_S
         self._slots: frozenset[str] = frozenset()
+        self._checkpoint_every = 0
+        self._episodes = 0
 
     @handles(MuscleSetupRequest)
     def _setup(self, request: MuscleSetupRequest) -> MuscleSetupResponse:
@@ -58,6 +62,7 @@ class MuscleActor(Component):
         self._muscle = muscle
         self._slots = frozenset(slots)
         self._brain_timeout = float(request.muscle.get("timeout", DEFAULT_BRAIN_TIMEOUT_S))
+        self._checkpoint_every = int(request.muscle.get("checkpoint_every") or 0)
         if request.brain_endpoint:
             self._brain = self.connect(request.brain_endpoint, peer=f"brain of {request.agent_uid}")
         return MuscleSetupResponse(self.uid)
@@ -69,6 +74,11 @@ class MuscleActor(Component):
             raise MosaicError(f"muscle {self.uid!r} was not set up")
         observations = request.observations
         if request.step == 0:
+            every = self._checkpoint_every
+            if every and self._episodes and self._episodes % every == 0 and self._brain is not None:
+                self._brain.request(BrainCheckpointRequest(self.uid, self._episodes),
+                                    BrainCheckpointResponse, self._brain_timeout)
+            self._episodes += 1
             muscle.reset()
         else:
             for slot, reward in request.rewards.items():

@@ -49,7 +49,8 @@ class ProgressLine:
 def format_run_line(result: RunResult) -> str:
     """One line per finished run, printed as soon as it ends."""
     mean = f"{result.mean_return:.2f}" if result.mean_return is not None else "-"
-    line = (f"run {result.index + 1} {result.status}: {result.episodes} episodes, "
+    phase = f" ({result.phase})" if result.phase != "main" else ""
+    line = (f"run {result.index + 1}{phase} {result.status}: {result.episodes} episodes, "
             f"{result.steps:,} steps, mean return {mean}, {result.wall_time:.2f} s")
     if result.error:
         line += f"\n  error: {result.error}"
@@ -60,13 +61,14 @@ def format_run_line(result: RunResult) -> str:
 
 def format_summary(results: list[RunResult], store_path: str) -> str:
     """The table at the end of ``mosaic experiment-start``."""
-    headers = ("run", "seed", "status", "episodes", "steps", "mean return", "wall time", "steps/s")
+    headers = ("run", "seed", "status", "episodes", "steps", "mean return", "wall time", "steps/s",
+               "digest")
     rows = []
     for r in results:
         rate = r.steps / r.wall_time if r.wall_time > 0 else 0.0
         rows.append((r.uid, str(r.seed), r.status, str(r.episodes), f"{r.steps:,}",
                      f"{r.mean_return:.2f}" if r.mean_return is not None else "-",
-                     f"{r.wall_time:.2f} s", f"{rate:,.0f}"))
+                     f"{r.wall_time:.2f} s", f"{rate:,.0f}", (r.digest or "-")[:16]))
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
               for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]

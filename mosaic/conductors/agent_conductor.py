@@ -51,7 +51,8 @@ class AgentConductor(Conductor):
                            reachable_from_process=placement["muscle"] == "process")
         client = self.connect(brain.endpoint, peer=f"brain {brain_uid!r}")
         try:
-            client.request(BrainSetupRequest(request.agent_uid, brain_uid, config["brain"],
+            brain_config = {**config["brain"], "checkpoint": config.get("checkpoint")}
+            client.request(BrainSetupRequest(request.agent_uid, brain_uid, brain_config,
                                              _unique(sensors), _unique(actuators), request.seed,
                                              request.mode, tuple(request.muscles)),
                            BrainSetupResponse, timeout, check)
@@ -60,7 +61,10 @@ class AgentConductor(Conductor):
 
         muscle_config = {**config["muscle"], "timeout": self.ctx.timeouts.step}
         endpoints: dict[str, str] = {}
-        for muscle_uid, muscle in request.muscles.items():
+        for index, (muscle_uid, muscle) in enumerate(request.muscles.items()):
+            # One muscle per agent keeps the checkpoint schedule, so the brain saves once.
+            every = config.get("checkpoint_every", 0) if index == 0 else 0
+            muscle_config = {**muscle_config, "checkpoint_every": every}
             placed = self.place("muscle", muscle_uid, placement["muscle"], reachable_from_process=False)
             client = self.connect(placed.endpoint, peer=f"muscle {muscle_uid!r}")
             try:

@@ -67,6 +67,8 @@ MAX_SEED = 2**63 - 1
 MAX_RUNS = 100_000
 """The most runs one experiment may have; validation derives and compares every run seed."""
 GYMNASIUM_AGENT = "agent_0"
+DEFAULT_PHASE = "main"
+"""The name of the only phase of an experiment without ``phases``."""
 """The one env agent id of a Gymnasium environment."""
 
 
@@ -276,6 +278,21 @@ class EnvironmentConfig(_Model):
         return parse_env_reference(self.env)[0]
 
 
+class LoadSpec(_Model):
+    """Where an agent's brain state comes from: a phase's checkpoint of a run or experiment.
+
+    ``agent`` defaults to the loading agent's own uid; without ``run``, the newest run of
+    ``experiment`` (default: this experiment) that saved that phase is used.
+    """
+
+    expected: ClassVar[str] = "a mapping with 'phase' and optionally 'agent', 'run', 'experiment'"
+
+    phase: Uid = Field(description="a phase name")
+    agent: Uid | None = Field(default=None, description="an agent uid")
+    run: str | None = Field(default=None, description="a run uid or a unique prefix of one")
+    experiment: Uid | None = Field(default=None, description="an experiment uid")
+
+
 class AgentConfig(_Model):
     """One agent: a brain that learns and a muscle that acts."""
 
@@ -292,6 +309,27 @@ class AgentConfig(_Model):
     muscle: MuscleSpec = Field(description=MuscleSpec.expected)
     params: Params = Field(default_factory=dict, description="a mapping of parameters")
     placement: AgentPlacement = Field(default=AgentPlacement(), description=AgentPlacement.expected)
+    load: LoadSpec | None = Field(default=None, description=LoadSpec.expected)
+    checkpoint_every: int = Field(
+        default=0, ge=0, description="a whole number >= 0 (episodes; 0: only at phase end)"
+    )
+
+
+class PhaseConfig(_Model):
+    """One phase of a run's schedule; what it does not set, it inherits from the phase before."""
+
+    expected: ClassVar[str] = "a mapping with at least 'name'"
+
+    name: Uid = Field(description="a phase name made of letters, digits, '_', '.' and '-'")
+    mode: Mode | None = Field(default=None, description="'train' or 'test'")
+    episodes: int | None = Field(default=None, ge=1, description="a whole number >= 1")
+    max_steps: int | None = Field(default=None, ge=1, description="a whole number >= 1")
+    environments: Annotated[list[EnvironmentConfig], Field(min_length=1)] | None = Field(
+        default=None, description="a list of environments"
+    )
+    agents: Annotated[list[AgentConfig], Field(min_length=1)] | None = Field(
+        default=None, description="a list of agents"
+    )
 
 
 class StoreConfig(_Model):
@@ -359,6 +397,9 @@ class ExperimentFile(_Model):
     )
     store: StoreConfig = Field(default=StoreConfig(), description="a mapping")
     timeouts: Timeouts = Field(default=Timeouts(), description="a mapping")
+    phases: Annotated[list[PhaseConfig], Field(min_length=1)] | None = Field(
+        default=None, description="a list of phases"
+    )
 
     @field_validator("host")
     @classmethod
@@ -379,12 +420,36 @@ class ExperimentFile(_Model):
 
 
 def _reference_problems(experiment: ExperimentFile) -> list[Problem]:
-    """Check what sections say about each other; return every problem found."""
+    """Check what sections say about each other, also in every phase; return every problem."""
+    problems = _section_problems(experiment.environments, experiment.agents, ())
+    if experiment.phases:
+        names: dict[str, int] = {}
+        environments, agents = experiment.environments, experiment.agents
+        for index, phase in enumerate(experiment.phases):
+            if phase.name in names:
+                problems.append(Problem(("phases", index, "name"),
+                                        f"phase name '{phase.name}' is already used by "
+                                        f"phases[{names[phase.name]}]",
+                                        "phase names must be unique"))
+            names.setdefault(phase.name, index)
+            if phase.environments is None and phase.agents is None:
+                continue
+            environments = phase.environments or environments
+            agents = phase.agents or agents
+            problems.extend(_section_problems(environments, agents, ("phases", index)))
+    problems.extend(_run_problems(experiment))
+    return problems
+
+
+def _section_problems(
+    environments: Sequence[EnvironmentConfig], agents: Sequence[AgentConfig], prefix: Loc
+) -> list[Problem]:
+    """Unique uids and policy mappings of one set of environments and agents."""
     problems: list[Problem] = []
     owners: dict[str, str] = {}
     sections: tuple[tuple[str, Sequence[EnvironmentConfig | AgentConfig]], ...] = (
-        ("environments", experiment.environments),
-        ("agents", experiment.agents),
+        ("environments", environments),
+        ("agents", agents),
     )
     for section, items in sections:
         for index, item in enumerate(items):
@@ -392,17 +457,17 @@ def _reference_problems(experiment: ExperimentFile) -> list[Problem]:
             if item.uid in owners:
                 problems.append(
                     Problem(
-                        (section, index, "uid"),
+                        (*prefix, section, index, "uid"),
                         f"uid '{item.uid}' is already used by {owners[item.uid]}",
                         "uids must be unique among environments and agents",
                     )
                 )
             else:
                 owners[item.uid] = where
-    agent_uids = [agent.uid for agent in experiment.agents]
+    agent_uids = [agent.uid for agent in agents]
     used: set[str] = set()
     mapping_problems = len(problems)
-    for index, environment in enumerate(experiment.environments):
+    for index, environment in enumerate(environments):
         mapping = environment.policy_mapping
         if mapping is None:
             if len(agent_uids) == 1:
@@ -410,7 +475,7 @@ def _reference_problems(experiment: ExperimentFile) -> list[Problem]:
             else:
                 problems.append(
                     Problem(
-                        ("environments", index, "policy_mapping"),
+                        (*prefix, "environments", index, "policy_mapping"),
                         "missing policy_mapping; expected one because the experiment has "
                         f"{len(agent_uids)} agents",
                         "with one agent, every env agent is mapped to it; with more, say which "
@@ -420,7 +485,7 @@ def _reference_problems(experiment: ExperimentFile) -> list[Problem]:
                 )
             continue
         for env_agent, agent in mapping.items():
-            loc = ("environments", index, "policy_mapping", env_agent)
+            loc = (*prefix, "environments", index, "policy_mapping", env_agent)
             if agent in agent_uids:
                 used.add(agent)
             else:
@@ -445,11 +510,17 @@ def _reference_problems(experiment: ExperimentFile) -> list[Problem]:
         if agent_uid not in used and mapped_cleanly:
             problems.append(
                 Problem(
-                    ("agents", index, "uid"),
+                    (*prefix, "agents", index, "uid"),
                     f"no environment's policy_mapping maps to agent '{agent_uid}'; it never acts",
                     "map an env agent id to it in some environment's policy_mapping, or remove it",
                 )
             )
+    return problems
+
+
+def _run_problems(experiment: ExperimentFile) -> list[Problem]:
+    """The tcp host and the run seeds."""
+    problems: list[Problem] = []
     if experiment.transport == "tcp" and not ipaddress.ip_address(experiment.host).is_loopback:
         problems.append(
             Problem(
@@ -509,8 +580,26 @@ class Experiment(ExperimentFile):
         """
         return [_run_seed(self.seed, index) for index in range(self.runs)]
 
-    def run_config(self, run_index: int) -> dict[str, Any]:
-        """Return everything run ``run_index`` needs, as plain data.
+    def phase_names(self) -> list[str]:
+        """The names of the run's phases, in order (one phase, ``main``, without ``phases``)."""
+        return [phase.name for phase in self.phases] if self.phases else [DEFAULT_PHASE]
+
+    def _phase(self, phase_index: int) -> tuple[str, Mode, int, int | None,
+                                                 list[EnvironmentConfig], list[AgentConfig]]:
+        """The effective settings of a phase: each inherits what it does not set."""
+        name, mode, episodes, max_steps = DEFAULT_PHASE, self.mode, self.episodes, self.max_steps
+        environments, agents = list(self.environments), list(self.agents)
+        for phase in (self.phases or [])[: phase_index + 1]:
+            name = phase.name
+            mode = phase.mode or mode
+            episodes = phase.episodes or episodes
+            max_steps = phase.max_steps or max_steps
+            environments = list(phase.environments or environments)
+            agents = list(phase.agents or agents)
+        return name, mode, episodes, max_steps, environments, agents
+
+    def run_config(self, run_index: int, phase_index: int = 0) -> dict[str, Any]:
+        """Return everything run ``run_index`` needs in phase ``phase_index``, as plain data.
 
         The result holds only ``str``, ``int``, ``float``, ``bool``, ``None``, lists and dicts (a
         deep copy: changing it changes nothing here). Keys: ``experiment`` (the uid),
@@ -531,21 +620,32 @@ class Experiment(ExperimentFile):
         key by key (shallowly) by the brain's or muscle's own; ``placement`` is
         ``{"brain": ..., "muscle": ...}``, each resolved.
 
-        Raises ``IndexError`` unless ``0 <= run_index < runs``.
+        Each agent also has ``load`` (the file's load spec as a dict, or ``None``) and
+        ``checkpoint_every``. ``phase`` and ``phase_index`` name the phase, ``phases`` counts them;
+        ``mode``, ``episodes``, ``max_steps``, ``environments`` and ``agents`` are the phase's.
+
+        Raises ``IndexError`` unless ``0 <= run_index < runs`` and the phase exists.
         """
         if isinstance(run_index, bool) or not isinstance(run_index, int | np.integer):
             raise TypeError(f"run_index must be an int, got {type(run_index).__name__}")
         if not 0 <= run_index < self.runs:
             raise IndexError(f"run_index {run_index} is out of range for {self.runs} run(s)")
-        default_agent = self.agents[0].uid if len(self.agents) == 1 else None
+        phase_count = len(self.phase_names())
+        if not 0 <= phase_index < phase_count:
+            raise IndexError(f"phase_index {phase_index} is out of range for {phase_count} phase(s)")
+        phase, mode, episodes, max_steps, environments, agents = self._phase(phase_index)
+        default_agent = agents[0].uid if len(agents) == 1 else None
         config: dict[str, Any] = {
             "experiment": self.uid,
             "run_index": int(run_index),
+            "phase": phase,
+            "phase_index": phase_index,
+            "phases": phase_count,
             "seed": _run_seed(self.seed, int(run_index)),
             "experiment_seed": self.seed,
-            "episodes": self.episodes,
-            "max_steps": self.max_steps,
-            "mode": self.mode,
+            "episodes": episodes,
+            "max_steps": max_steps,
+            "mode": mode,
             "transport": self.transport,
             "host": self.host,
             "cpu_affinity": self.cpu_affinity,
@@ -566,7 +666,7 @@ class Experiment(ExperimentFile):
                     "placement": environment.placement or self.placement,
                     "policy_mapping": environment.policy_mapping,
                 }
-                for environment in self.environments
+                for environment in environments
             ],
             "agents": [
                 {
@@ -583,8 +683,10 @@ class Experiment(ExperimentFile):
                         "brain": agent.placement.brain or self.placement,
                         "muscle": agent.placement.muscle or self.placement,
                     },
+                    "load": agent.load.model_dump() if agent.load is not None else None,
+                    "checkpoint_every": agent.checkpoint_every,
                 }
-                for agent in self.agents
+                for agent in agents
             ],
         }
         return copy.deepcopy(config)

@@ -151,3 +151,19 @@ class BrainShutdownResponse(Response):
 
     brain_uid: str
     remaining: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrainCheckpointRequest(Request):
+    """Muscle -> brain: ``episodes`` episodes are done; save the brain's state now."""
+
+    muscle_uid: str
+    episodes: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrainCheckpointResponse(Response):
+    """Brain -> muscle: the state was saved at ``path`` (empty: nothing to save)."""
+
+    brain_uid: str
+    path: str

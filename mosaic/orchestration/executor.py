@@ -12,10 +12,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mosaic.actors.placement import ThreadPlaced, kill_all_processes
 from mosaic.affinity import choose_cpu, pin_thread
+from mosaic.checkpoints import CheckpointError, checkpoint_path, checkpoint_root, find_checkpoint
 from mosaic.errors import MosaicError
 from mosaic.messages import (
     ExperimentRunFinishedNotice,
@@ -27,6 +28,7 @@ from mosaic.messages import (
 from mosaic.orchestration import names
 from mosaic.orchestration.run_context import RunContext, Timeouts
 from mosaic.orchestration.run_governor import RunGovernor
+from mosaic.seeding import phase_seed
 from mosaic.transport import EndpointAllocator, RequestClient, RequestServer, pin_io_threads
 
 if TYPE_CHECKING:
@@ -48,6 +50,7 @@ class RunResult:
     uid: str
     index: int
     seed: int
+    phase: str
     status: str
     error: str | None
     episodes: int
@@ -57,6 +60,7 @@ class RunResult:
     killed: tuple[str, ...] = ()
     first_step_at: float | None = None
     last_step_at: float | None = None
+    digest: str | None = None
 
 
 ProgressCallback = Callable[[int, RunContext], None]
@@ -122,20 +126,65 @@ class Executor:
                 experiment.uid, str(experiment.source), experiment.run_config(0))
             stamp = time.strftime("%Y%m%d-%H%M%S")
             tag = secrets.token_hex(2)
-            for index, seed in enumerate(experiment.run_seeds()):
-                if self.cancelled_by is not None:
-                    break
-                run_uid = f"{experiment.uid}-{stamp}-{tag}-r{index}"
-                result = self._run(experiment_id, run_uid, index, seed)
-                results.append(result)
-                if self.on_run_end is not None:
-                    self.on_run_end(result)
+            phases = experiment.phase_names()
+            for index, run_seed in enumerate(experiment.run_seeds()):
+                base = f"{experiment.uid}-{stamp}-{tag}-r{index}"
+                for phase_index, phase in enumerate(phases):
+                    if self.cancelled_by is not None:
+                        break
+                    run_uid = base if experiment.phases is None else f"{base}-{phase}"
+                    config = experiment.run_config(index, phase_index)
+                    problem = None
+                    try:
+                        self._attach_checkpoints(config, base)
+                    except CheckpointError as error:
+                        problem = str(error)
+                    result = self._run(experiment_id, run_uid, index,
+                                       phase_seed(run_seed, phase_index), config, problem)
+                    results.append(result)
+                    if self.on_run_end is not None:
+                        self.on_run_end(result)
+                    if result.status != "finished":
+                        break  # later phases build on this one
             self.store.flush(FLUSH_TIMEOUT_S)
         return results
 
-    def _run(self, experiment_id: int, run_uid: str, index: int, seed: int) -> RunResult:
-        config = self.experiment.run_config(index)
+    def _attach_checkpoints(self, config: dict[str, Any], base_uid: str) -> None:
+        """Give each agent its checkpoint paths: where to save this phase, what to load.
+
+        An agent loads what its ``load`` names; without one, a phase after the first continues
+        from the agent's checkpoint of the phase before in the same run, if there is one.
+        """
+        experiment = self.experiment.uid
+        root = checkpoint_root(self.experiment.store_path)
+        earlier = self.experiment.phase_names()[: config["phase_index"]]
+        for agent in config["agents"]:
+            spec, load = agent.get("load"), None
+            if spec:
+                who = spec.get("agent") or agent["uid"]
+                source = spec.get("experiment") or experiment
+                if source == experiment and spec.get("run") is None and spec["phase"] in earlier:
+                    load = checkpoint_path(root, experiment, base_uid, spec["phase"], who)
+                    if not load.exists():
+                        raise CheckpointError(f"agent {agent['uid']!r}: phase {spec['phase']!r} "
+                                              f"saved no checkpoint of agent {who!r} ({load})")
+                else:
+                    load = find_checkpoint(root, source, spec["phase"], who, spec.get("run"))
+            elif earlier:
+                previous = checkpoint_path(root, experiment, base_uid, earlier[-1], agent["uid"])
+                load = previous if previous.exists() else None
+            agent["checkpoint"] = {
+                "save": str(checkpoint_path(root, experiment, base_uid, config["phase"], agent["uid"])),
+                "load": str(load) if load is not None else None,
+            }
+
+    def _run(self, experiment_id: int, run_uid: str, index: int, seed: int,
+             config: dict[str, Any], problem: str | None = None) -> RunResult:
         run_id = self.store.run_started(experiment_id, run_uid, index, seed)
+        if problem is not None:
+            log.error("run %s: %s", run_uid, problem)
+            self.store.run_finished(run_id, "failed", problem, 0, 0)
+            return RunResult(run_uid, index, seed, config["phase"], "failed", problem, 0, 0, None, 0.0)
         timeouts = Timeouts(**config["timeouts"])
         endpoints = EndpointAllocator(f"{run_uid}", transport=config["transport"], host=config["host"])
         ctx = RunContext(self.experiment.uid, run_uid, run_id, seed, config, endpoints, self.store,
@@ -182,13 +231,14 @@ class Executor:
             endpoints.cleanup()
             self._current = None
         progress = ctx.progress
-        self.store.run_finished(run_id, status, error, progress.episodes, progress.steps)
+        self.store.run_finished(run_id, status, error, progress.episodes, progress.steps,
+                                progress.digest)
         self.store.flush(FLUSH_TIMEOUT_S)
         return RunResult(
-            run_uid, index, seed, status, error, progress.episodes, progress.steps,
+            run_uid, index, seed, config["phase"], status, error, progress.episodes, progress.steps,
             progress.return_sum / progress.episodes if progress.episodes else None,
             time.monotonic() - started, answer.killed if answer is not None else (),
-            progress.first_step_at, progress.last_step_at,
+            progress.first_step_at, progress.last_step_at, progress.digest,
         )
 
     def _governor_check(self, governor: ThreadPlaced) -> Callable[[], None]:

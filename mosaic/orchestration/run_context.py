@@ -42,6 +42,8 @@ class Progress:
     episodes_total: int = 0
     return_sum: float = 0.0
     last_return: float | None = None
+    #: Hex digest of every step taken so far (set when the simulation stops).
+    digest: str | None = None
     first_step_at: float | None = None
     last_step_at: float | None = None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from mosaic.messages import (
     SimulationStopResponse,
 )
 from mosaic.orchestration import names
+from mosaic.messages.codec import pack
 from mosaic.orchestration.run_context import RunContext
 from mosaic.seeding import brain_seed, environment_seed, episode_seed, muscle_seed
 from mosaic.transport import RequestClient
@@ -114,6 +116,9 @@ class SimulationController(Component):
         self._episodes = int(config["episodes"])
         self._max_steps: int | None = config.get("max_steps")
         self._record = bool(config.get("record_steps", True)) and ctx.store is not None
+        # The run's fingerprint: every step's observation, action, reward and end flags, in
+        # order, exactly as encoded on the wire. Equal digests mean equal trajectories.
+        self._digest = hashlib.blake2b(digest_size=16)
 
     # -- set-up ---------------------------------------------------------------------------
     @handles(SimulationStartRequest)
@@ -230,12 +235,14 @@ class SimulationController(Component):
         terminated = update.terminated
         truncated = update.truncated or (self._max_steps is not None and loop.step >= self._max_steps)
         rewards = update.rewards
-        if self._record:
-            rows = self._rows
-            run_id, episode, mapping, observations = ctx.run_id, loop.episode, loop.mapping, loop.observations
-            for slot, action in loop.actions.items():
-                rows.append((run_id, loop.uid, episode, step, mapping[slot], slot, observations[slot],
-                             action, rewards.get(slot, 0.0), terminated, truncated))
+        observations, digest = loop.observations, self._digest
+        for slot, action in loop.actions.items():
+            reward = rewards.get(slot, 0.0)
+            digest.update(pack((loop.uid, slot, observations[slot], action, reward, terminated,
+                                truncated)))
+            if self._record:
+                self._rows.append((ctx.run_id, loop.uid, loop.episode, step, loop.mapping[slot], slot,
+                                   observations[slot], action, reward, terminated, truncated))
         returns = loop.returns
         for slot, reward in rewards.items():
             returns[slot] = returns.get(slot, 0.0) + reward
@@ -297,6 +304,7 @@ class SimulationController(Component):
     def _finish(self, status: str, error: str | None) -> None:
         self._running = False
         progress = self.ctx.progress
+        progress.digest = self._digest.hexdigest()
         if progress.steps:
             progress.last_step_at = time.time()
         if self._governor is not None:
@@ -308,6 +316,7 @@ class SimulationController(Component):
     def _stop(self, request: SimulationStopRequest) -> SimulationStopResponse:
         self._running = False
         self._hand_over_rows()
+        self.ctx.progress.digest = self._digest.hexdigest()
         for loop in self._loops:
             for link in loop.muscles:
                 self._shut_down(link.client, link.uid, MuscleShutdownRequest(link.uid), MuscleShutdownResponse)

@@ -77,7 +77,7 @@ def test_experiment_check_validates_without_running(tmp_path):
 
 
 def test_thread_and_process_placements_give_the_same_trajectory(tmp_path, process_tag):
-    recorded = {}
+    recorded, digests = {}, {}
     for placement in ("thread", "process"):
         path = write_experiment(tmp_path, cartpole(placement=placement), f"{placement}.yml")
         store = tmp_path / f"{placement}.sqlite"
@@ -85,8 +85,23 @@ def test_thread_and_process_placements_give_the_same_trajectory(tmp_path, proces
         assert result.returncode == 0, result.stderr
         recorded[placement] = query(
             store, "SELECT episode, step, observation, action, reward FROM steps ORDER BY id")
+        digests[placement] = query(store, "SELECT digest FROM runs")[0][0]
     assert recorded["thread"] == recorded["process"]
     assert len(recorded["thread"]) > 10
+    assert digests["thread"] == digests["process"] and len(digests["thread"]) == 32
+
+
+def test_the_same_file_gives_the_same_digest_and_another_seed_another(tmp_path, process_tag):
+    digests = []
+    for name, seed in (("a", 7), ("b", 7), ("c", 8)):
+        path = write_experiment(tmp_path, cartpole().replace("seed: 7", f"seed: {seed}"), f"{name}.yml")
+        store = tmp_path / f"{name}.sqlite"
+        result = run_mosaic("experiment-start", str(path), "--store", str(store))
+        assert result.returncode == 0, result.stderr
+        [(digest,)] = query(store, "SELECT digest FROM runs")
+        assert digest[:16] in result.stdout
+        digests.append(digest)
+    assert digests[0] == digests[1] != digests[2]
 
 
 def wait_for_steps(store, proc, minimum=1, timeout=30.0):

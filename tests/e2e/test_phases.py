@@ -1,0 +1,80 @@
+"""Phases and checkpoints through the real CLI."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.e2e.cli import query, run_mosaic, write_experiment
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+
+PHASED = """\
+    uid: phased
+    seed: 3
+    episodes: 3
+    placement: {placement}
+    environments:
+      - uid: cartpole
+        env: gymnasium:CartPole-v1
+    agents:
+      - uid: learner
+        brain: tests.fixtures.agents:CountingBrain
+        muscle: tests.fixtures.agents:ExperienceMuscle
+        {load}
+    phases:
+      - name: train
+      - name: test
+        mode: test
+        episodes: 2
+"""
+
+
+def checkpoint_count(path):
+    with np.load(path, allow_pickle=False) as data:
+        return int(data["count"][0])
+
+
+@pytest.mark.parametrize("placement", ["thread", "process"])
+def test_train_then_test_saves_and_loads_the_brain(tmp_path, process_tag, placement):
+    path = write_experiment(tmp_path, PHASED.format(placement=placement, load=""))
+    store = tmp_path / "results.sqlite"
+    result = run_mosaic("experiment-start", str(path), "--store", str(store))
+    assert result.returncode == 0, result.stderr
+    runs = query(store, "SELECT uid, status, episodes, steps, seed FROM runs ORDER BY id")
+    assert [(u.rsplit("-", 1)[1], s, e) for u, s, e, _, _ in runs] == [
+        ("train", "finished", 3), ("test", "finished", 2)]
+    assert runs[0][4] != runs[1][4]  # the test phase does not replay the training seeds
+    train_steps = runs[0][3]
+    [train] = (tmp_path / "results-checkpoints" / "phased").glob("*/train/learner.npz")
+    [test] = (tmp_path / "results-checkpoints" / "phased").glob("*/test/learner.npz")
+    # One experience per step after the first of each episode: steps - episodes... at least.
+    assert 0 < checkpoint_count(train) <= train_steps
+    assert checkpoint_count(test) == checkpoint_count(train)  # loaded, and no learning in test
+
+
+def test_training_continues_across_invocations(tmp_path, process_tag):
+    store = tmp_path / "results.sqlite"
+    first = write_experiment(tmp_path, PHASED.format(placement="thread", load=""), "first.yml")
+    assert run_mosaic("experiment-start", str(first), "--store", str(store)).returncode == 0
+    [saved] = (tmp_path / "results-checkpoints" / "phased").glob("*/train/learner.npz")
+    before = checkpoint_count(saved)
+    again = write_experiment(tmp_path, PHASED.format(placement="thread",
+                                                     load="load: {phase: train}"), "again.yml")
+    result = run_mosaic("experiment-start", str(again), "--store", str(store))
+    assert result.returncode == 0, result.stderr
+    trained = sorted((tmp_path / "results-checkpoints" / "phased").glob("*/train/learner.npz"),
+                     key=lambda p: p.stat().st_mtime)
+    assert len(trained) == 2
+    assert checkpoint_count(trained[-1]) > before
+
+
+def test_a_missing_checkpoint_fails_the_run_before_anything_starts(tmp_path, process_tag):
+    path = write_experiment(tmp_path, PHASED.format(
+        placement="thread", load="load: {phase: train, experiment: never-ran}"))
+    store = tmp_path / "results.sqlite"
+    result = run_mosaic("experiment-start", str(path), "--store", str(store))
+    assert result.returncode == 1
+    [(status, error, steps)] = query(store, "SELECT status, error, steps FROM runs")
+    assert status == "failed" and "never-ran" in error and steps == 0
+    assert "Traceback" not in result.stderr
