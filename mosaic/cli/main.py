@@ -45,11 +45,14 @@ def cli() -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--store", "store", metavar="PATH", help="SQLite file for the results "
               "(default: the file's store.path, or <experiment>.sqlite next to it).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Runs (seeds) to run at once, each with its own RunGovernor.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress line and no summary table.")
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
 @click.option("--timings", metavar="FILE", hidden=True,
               help="Write first/last step wall-clock times as JSON (for benchmarks).")
-def experiment_start(file: str, store: str | None, quiet: bool, verbose: int, timings: str | None) -> None:
+def experiment_start(file: str, store: str | None, jobs: int, quiet: bool, verbose: int,
+                     timings: str | None) -> None:
     """Run the experiment in FILE and record every step."""
     _configure_logging(verbose)
     experiment = _load(file, store)
@@ -77,7 +80,7 @@ def experiment_start(file: str, store: str | None, quiet: bool, verbose: int, ti
     try:
         executor = Executor(experiment, writer,
                             on_progress=progress.update if progress is not None else None,
-                            on_run_end=run_ended)
+                            on_run_end=run_ended, jobs=jobs)
         results = executor.execute()
     finally:
         writer.close(60.0)

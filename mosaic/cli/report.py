@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import TextIO
 
@@ -23,8 +24,14 @@ class ProgressLine:
         self._last_draw = 0.0
         self._width = 0
         self._started: dict[int, tuple[float, int]] = {}
+        self._lock = threading.Lock()
 
     def update(self, index: int, ctx: RunContext) -> None:
+        """Redraw for run ``index``; called from each run's thread (several with --jobs)."""
+        with self._lock:
+            self._update(index, ctx)
+
+    def _update(self, index: int, ctx: RunContext) -> None:
         now = time.monotonic()
         if not self.enabled or now - self._last_draw < REDRAW_S:
             return
@@ -40,6 +47,10 @@ class ProgressLine:
         self.stream.flush()
 
     def clear(self) -> None:
+        with self._lock:
+            self._clear()
+
+    def _clear(self) -> None:
         if self.enabled and self._width:
             self.stream.write("\r" + " " * self._width + "\r")
             self.stream.flush()

@@ -29,6 +29,7 @@ from mosaic.agents import Brain, Mode, Muscle
 from mosaic.experiment.imports import (
     EnvKind,
     ImportPathError,
+    import_object,
     parse_env_reference,
     resolve_class,
     resolve_env,
@@ -315,6 +316,36 @@ class AgentConfig(_Model):
     )
 
 
+class TerminationConfig(_Model):
+    """When a phase stops early, besides its episode count and the environments' own ends.
+
+    ``reward_threshold``: stop once the mean return of the last ``window`` episodes reaches it.
+    ``condition``: a function ``package.module:fn(stats) -> bool`` called after each episode
+    with a mapping (``episodes``, ``steps``, ``returns``: every episode's return so far,
+    ``last_return``, ``environment``); true stops the phase.
+    """
+
+    expected: ClassVar[str] = "a mapping with 'reward_threshold' and/or 'condition'"
+
+    reward_threshold: float | None = Field(default=None, description="a number")
+    window: int = Field(default=100, ge=1, description="a whole number >= 1 (episodes)")
+    condition: str | None = Field(default=None, description="an import path package.module:fn")
+
+    @field_validator("condition")
+    @classmethod
+    def _callable(cls, path: str | None) -> str | None:
+        if path is None:
+            return None
+        try:
+            target = import_object(path)
+        except ImportPathError as error:
+            _raise(Problem((), error.message, error.hint))
+        if not callable(target):
+            _raise(Problem((), f"'{path}' is not callable",
+                           "name a function taking the episode statistics and returning a bool"))
+        return path
+
+
 class PhaseConfig(_Model):
     """One phase of a run's schedule; what it does not set, it inherits from the phase before."""
 
@@ -330,6 +361,7 @@ class PhaseConfig(_Model):
     agents: Annotated[list[AgentConfig], Field(min_length=1)] | None = Field(
         default=None, description="a list of agents"
     )
+    termination: TerminationConfig | None = Field(default=None, description=TerminationConfig.expected)
 
 
 class StoreConfig(_Model):
@@ -397,6 +429,7 @@ class ExperimentFile(_Model):
     )
     store: StoreConfig = Field(default=StoreConfig(), description="a mapping")
     timeouts: Timeouts = Field(default=Timeouts(), description="a mapping")
+    termination: TerminationConfig | None = Field(default=None, description=TerminationConfig.expected)
     phases: Annotated[list[PhaseConfig], Field(min_length=1)] | None = Field(
         default=None, description="a list of phases"
     )
@@ -585,10 +618,11 @@ class Experiment(ExperimentFile):
         return [phase.name for phase in self.phases] if self.phases else [DEFAULT_PHASE]
 
     def _phase(self, phase_index: int) -> tuple[str, Mode, int, int | None,
-                                                 list[EnvironmentConfig], list[AgentConfig]]:
+                                                 list[EnvironmentConfig], list[AgentConfig],
+                                                 TerminationConfig | None]:
         """The effective settings of a phase: each inherits what it does not set."""
         name, mode, episodes, max_steps = DEFAULT_PHASE, self.mode, self.episodes, self.max_steps
-        environments, agents = list(self.environments), list(self.agents)
+        environments, agents, termination = list(self.environments), list(self.agents), self.termination
         for phase in (self.phases or [])[: phase_index + 1]:
             name = phase.name
             mode = phase.mode or mode
@@ -596,7 +630,8 @@ class Experiment(ExperimentFile):
             max_steps = phase.max_steps or max_steps
             environments = list(phase.environments or environments)
             agents = list(phase.agents or agents)
-        return name, mode, episodes, max_steps, environments, agents
+            termination = phase.termination or termination
+        return name, mode, episodes, max_steps, environments, agents, termination
 
     def run_config(self, run_index: int, phase_index: int = 0) -> dict[str, Any]:
         """Return everything run ``run_index`` needs in phase ``phase_index``, as plain data.
@@ -633,7 +668,7 @@ class Experiment(ExperimentFile):
         phase_count = len(self.phase_names())
         if not 0 <= phase_index < phase_count:
             raise IndexError(f"phase_index {phase_index} is out of range for {phase_count} phase(s)")
-        phase, mode, episodes, max_steps, environments, agents = self._phase(phase_index)
+        phase, mode, episodes, max_steps, environments, agents, termination = self._phase(phase_index)
         default_agent = agents[0].uid if len(agents) == 1 else None
         config: dict[str, Any] = {
             "experiment": self.uid,
@@ -645,6 +680,7 @@ class Experiment(ExperimentFile):
             "experiment_seed": self.seed,
             "episodes": episodes,
             "max_steps": max_steps,
+            "termination": termination.model_dump() if termination is not None else None,
             "mode": mode,
             "transport": self.transport,
             "host": self.host,

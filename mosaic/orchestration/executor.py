@@ -9,13 +9,14 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from mosaic.actors.placement import ThreadPlaced, kill_all_processes
-from mosaic.affinity import choose_cpu, pin_thread
+from mosaic.affinity import available_cpus, choose_cpu, pin_thread
 from mosaic.checkpoints import CheckpointError, checkpoint_path, checkpoint_root, find_checkpoint
 from mosaic.errors import MosaicError
 from mosaic.messages import (
@@ -67,7 +68,7 @@ ProgressCallback = Callable[[int, RunContext], None]
 
 
 class Executor:
-    """Runs the runs of one experiment, one after another, recording them in the store.
+    """Runs the runs of one experiment, ``jobs`` at a time, recording them in the store.
 
     Signals: the first SIGINT or SIGTERM cancels (the current run shuts down in order, later runs
     do not start); a second SIGINT kills every component process and exits at once with 130.
@@ -75,21 +76,27 @@ class Executor:
 
     def __init__(self, experiment: Experiment, store: StoreWriter, *,
                  on_progress: ProgressCallback | None = None,
-                 on_run_end: Callable[[RunResult], None] | None = None) -> None:
+                 on_run_end: Callable[[RunResult], None] | None = None, jobs: int = 1) -> None:
         self.experiment = experiment
         self.store = store
         self.on_progress = on_progress
         self.on_run_end = on_run_end
         self.cancelled_by: int | None = None
-        self._current: RunContext | None = None
+        if jobs < 1:
+            raise ValueError(f"jobs must be at least 1, got {jobs}")
+        self.jobs = jobs
+        self._active: set[RunContext] = set()
+        self._lock = threading.Lock()
         self._signals = 0
-        #: The CPU of every run's step loop (chosen once: the I/O threads are per process).
+        #: The CPU of the step loop (of the first run, with several jobs; see mosaic.affinity).
         self.hot_cpu = choose_cpu(experiment.cpu_affinity)
-        pin_io_threads(self.hot_cpu)
+        if jobs == 1:
+            # The I/O threads are the process's: they can follow one step loop only.
+            pin_io_threads(self.hot_cpu)
         # The writer takes the GIL from the step loop's threads many times a second: a hand-over
         # on the same CPU is cheap, one across CPUs is not: this took the cost of recording every
         # step with threads from 28% to 13% of throughput (benchmarks/throughput.py).
-        if store.thread_id is not None:
+        if store.thread_id is not None and jobs == 1:
             pin_thread(store.thread_id, self.hot_cpu)
 
     # -- signals --------------------------------------------------------------------------
@@ -101,8 +108,8 @@ class Executor:
             os._exit(130)
         if self.cancelled_by is None:
             self.cancelled_by = signum
-        if self._current is not None:
-            self._current.cancelled.set()
+        for ctx in list(self._active):
+            ctx.cancelled.set()
 
     @contextmanager
     def _signals_handled(self) -> Iterator[None]:
@@ -118,35 +125,68 @@ class Executor:
 
     # -- runs -----------------------------------------------------------------------------
     def execute(self) -> list[RunResult]:
-        """Run every run; return their results (runs not started after a cancel are absent)."""
+        """Run every run, up to ``jobs`` at once; return their results in run order.
+
+        Runs not started because of a cancel are absent. A run that fails does not stop the
+        others; it only skips its own later phases.
+        """
         experiment = self.experiment
         results: list[RunResult] = []
         with self._signals_handled():
             experiment_id = self.store.experiment_started(
                 experiment.uid, str(experiment.source), experiment.run_config(0))
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            tag = secrets.token_hex(2)
-            phases = experiment.phase_names()
-            for index, run_seed in enumerate(experiment.run_seeds()):
-                base = f"{experiment.uid}-{stamp}-{tag}-r{index}"
-                for phase_index, phase in enumerate(phases):
-                    if self.cancelled_by is not None:
-                        break
-                    run_uid = base if experiment.phases is None else f"{base}-{phase}"
-                    config = experiment.run_config(index, phase_index)
-                    problem = None
-                    try:
-                        self._attach_checkpoints(config, base)
-                    except CheckpointError as error:
-                        problem = str(error)
-                    result = self._run(experiment_id, run_uid, index,
-                                       phase_seed(run_seed, phase_index), config, problem)
-                    results.append(result)
-                    if self.on_run_end is not None:
-                        self.on_run_end(result)
-                    if result.status != "finished":
-                        break  # later phases build on this one
+            prefix = f"{experiment.uid}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+            seeds = experiment.run_seeds()
+            if self.jobs == 1:
+                for index, seed in enumerate(seeds):
+                    results.extend(self._run_phases(experiment_id, prefix, index, seed, self.hot_cpu))
+            else:
+                results = self._run_concurrently(experiment_id, prefix, seeds)
             self.store.flush(FLUSH_TIMEOUT_S)
+        return results
+
+    def _run_concurrently(self, experiment_id: int, prefix: str, seeds: list[int]) -> list[RunResult]:
+        """Up to ``jobs`` runs at once, each on its own step-loop CPU where there are enough."""
+        cpus = available_cpus()
+        first = cpus.index(self.hot_cpu) if self.hot_cpu in cpus else 0
+        done: dict[int, list[RunResult]] = {}
+        with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="mosaic-run") as pool:
+            futures = {
+                pool.submit(self._run_phases, experiment_id, prefix, index, seed,
+                            None if self.hot_cpu is None else cpus[(first + index) % len(cpus)]): index
+                for index, seed in enumerate(seeds)
+            }
+            pending = set(futures)
+            while pending:
+                # Short waits keep the main thread ready for signals.
+                finished, pending = wait(pending, timeout=WAIT_SLICE_MS / 1000)
+                for future in finished:
+                    done[futures[future]] = future.result()
+        return [result for index in sorted(done) for result in done[index]]
+
+    def _run_phases(self, experiment_id: int, prefix: str, index: int, run_seed: int,
+                    cpu: int | None) -> list[RunResult]:
+        """The phases of run ``index``, in order, until one does not finish."""
+        experiment = self.experiment
+        base = f"{prefix}-r{index}"
+        results = []
+        for phase_index, phase in enumerate(experiment.phase_names()):
+            if self.cancelled_by is not None:
+                break
+            run_uid = base if experiment.phases is None else f"{base}-{phase}"
+            config = experiment.run_config(index, phase_index)
+            problem = None
+            try:
+                self._attach_checkpoints(config, base)
+            except CheckpointError as error:
+                problem = str(error)
+            result = self._run(experiment_id, run_uid, index, phase_seed(run_seed, phase_index),
+                               config, cpu, problem)
+            results.append(result)
+            if self.on_run_end is not None:
+                self.on_run_end(result)
+            if result.status != "finished":
+                break  # later phases build on this one
         return results
 
     def _attach_checkpoints(self, config: dict[str, Any], base_uid: str) -> None:
@@ -179,7 +219,7 @@ class Executor:
             }
 
     def _run(self, experiment_id: int, run_uid: str, index: int, seed: int,
-             config: dict[str, Any], problem: str | None = None) -> RunResult:
+             config: dict[str, Any], cpu: int | None, problem: str | None = None) -> RunResult:
         run_id = self.store.run_started(experiment_id, run_uid, index, seed)
         if problem is not None:
             log.error("run %s: %s", run_uid, problem)
@@ -189,10 +229,11 @@ class Executor:
         endpoints = EndpointAllocator(f"{run_uid}", transport=config["transport"], host=config["host"])
         ctx = RunContext(self.experiment.uid, run_uid, run_id, seed, config, endpoints, self.store,
                          timeouts)
-        self._current = ctx
+        with self._lock:
+            self._active.add(ctx)
         if self.cancelled_by is not None:
             ctx.cancelled.set()
-        ctx.hot_cpu = self.hot_cpu
+        ctx.hot_cpu = cpu
         ctx.prelaunch()
         started = time.monotonic()
         notices = RequestServer(endpoints.inproc("executor"), name="executor",
@@ -229,7 +270,8 @@ class Executor:
                 if placed.alive():
                     placed.kill()
             endpoints.cleanup()
-            self._current = None
+            with self._lock:
+                self._active.discard(ctx)
         progress = ctx.progress
         self.store.run_finished(run_id, status, error, progress.episodes, progress.steps,
                                 progress.digest)

@@ -89,7 +89,7 @@ class Supervisor:
                 raise ComponentDied(placed.describe(), cause)
 
 
-@dataclass
+@dataclass(eq=False)
 class RunContext:
     """The shared, process-local state of one run."""
 

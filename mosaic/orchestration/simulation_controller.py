@@ -44,6 +44,7 @@ from mosaic.messages import (
 from mosaic.orchestration import names
 from mosaic.messages.codec import pack
 from mosaic.orchestration.run_context import RunContext
+from mosaic.orchestration.termination import Termination
 from mosaic.seeding import brain_seed, environment_seed, episode_seed, muscle_seed
 from mosaic.transport import RequestClient
 
@@ -119,6 +120,7 @@ class SimulationController(Component):
         # The run's fingerprint: every step's observation, action, reward and end flags, in
         # order, exactly as encoded on the wire. Equal digests mean equal trajectories.
         self._digest = hashlib.blake2b(digest_size=16)
+        self._termination = Termination.from_config(config.get("termination"))
 
     # -- set-up ---------------------------------------------------------------------------
     @handles(SimulationStartRequest)
@@ -295,6 +297,11 @@ class SimulationController(Component):
         loop.episode += 1
         loop.needs_reset = True
         loop.finished = loop.episode >= self._episodes
+        reason = self._termination.reached(loop.uid, total, progress)
+        if reason is not None:
+            log.info("run %s: %s", self.ctx.run_uid, reason)
+            for other in self._loops:
+                other.finished = True
 
     def _hand_over_rows(self) -> None:
         if self._rows and self.ctx.store is not None:

@@ -200,3 +200,18 @@ def test_a_second_ctrl_c_exits_at_once_without_orphans(tmp_path, process_tag):
         proc.communicate()
     assert proc.returncode == 130
     # The process_tag fixture checks that no component process outlived the command.
+
+
+def test_runs_in_parallel_each_with_its_own_governor_and_one_failure_isolated(tmp_path, process_tag):
+    # Run 1 of 3 fails (its environment raises at once); the others finish.
+    path = write_experiment(tmp_path, cartpole(runs=3, episodes=3, placement="process",
+                                               env="tests.fixtures.envs:FailingForOneSeed"))
+    store = tmp_path / "results.sqlite"
+    result = run_mosaic("experiment-start", str(path), "--store", str(store), "--jobs", "2")
+    assert result.returncode == 1
+    runs = query(store, "SELECT run_index, status FROM runs ORDER BY run_index")
+    assert [status for _, status in runs].count("failed") == 1
+    assert [status for _, status in runs].count("finished") == 2
+    assert_store_consistent(store)
+    for index, _ in runs:
+        assert f"run {index + 1} " in result.stderr

@@ -78,3 +78,33 @@ def test_a_missing_checkpoint_fails_the_run_before_anything_starts(tmp_path, pro
     [(status, error, steps)] = query(store, "SELECT status, error, steps FROM runs")
     assert status == "failed" and "never-ran" in error and steps == 0
     assert "Traceback" not in result.stderr
+
+
+TERMINATING = """\
+    uid: terminating
+    seed: 3
+    episodes: 1000
+    environments:
+      - uid: cartpole
+        env: gymnasium:CartPole-v1
+    agents:
+      - uid: random
+        muscle: mosaic.agents:RandomMuscle
+    termination:
+      {termination}
+"""
+
+
+@pytest.mark.parametrize(("termination", "episodes"), [
+    ("condition: tests.fixtures.agents:stop_after_four", 4),
+    ("{reward_threshold: 1.0, window: 3}", 3),  # every CartPole episode returns more than 1
+])
+def test_termination_conditions_end_the_phase_early(tmp_path, process_tag, termination, episodes):
+    text = TERMINATING.format(termination=termination)
+    if termination.startswith("{"):
+        text = text.replace("termination:\n      " + termination, "termination: " + termination)
+    path = write_experiment(tmp_path, text)
+    store = tmp_path / "results.sqlite"
+    result = run_mosaic("experiment-start", str(path), "--store", str(store))
+    assert result.returncode == 0, result.stderr
+    assert query(store, "SELECT status, episodes FROM runs") == [("finished", episodes)]

@@ -1,0 +1,57 @@
+"""When a phase ends early: a reward threshold over recent episodes, or a user's condition."""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mosaic.orchestration.run_context import Progress
+
+
+@dataclass
+class Termination:
+    """Checked after every episode; :meth:`reached` says why the phase should stop, if it should.
+
+    The environments' own ends, ``max_steps`` and the episode count are handled by the
+    controller's loop itself; this covers the conditions the experiment file adds.
+    """
+
+    reward_threshold: float | None = None
+    window: int = 100
+    condition: Callable[[dict[str, Any]], Any] | None = None
+    returns: list[float] = field(default_factory=list)
+    _recent: collections.deque[float] = field(default_factory=collections.deque)
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any] | None) -> Termination:
+        if not config:
+            return cls()
+        condition = None
+        if config.get("condition"):
+            from mosaic.experiment.imports import import_object
+
+            condition = import_object(config["condition"])
+        window = int(config.get("window") or 100)
+        return cls(config.get("reward_threshold"), window, condition,
+                   _recent=collections.deque(maxlen=window))
+
+    def reached(self, environment: str, episode_return: float, progress: Progress) -> str | None:
+        """Record an episode's return; return why the phase should stop, or ``None``."""
+        if self.reward_threshold is None and self.condition is None:
+            return None
+        self.returns.append(episode_return)
+        self._recent.append(episode_return)
+        if self.reward_threshold is not None and len(self._recent) == self.window:
+            mean = sum(self._recent) / self.window
+            if mean >= self.reward_threshold:
+                return (f"mean return {mean:.2f} over the last {self.window} episodes reached "
+                        f"{self.reward_threshold:g}")
+        if self.condition is not None:
+            stats = {"episodes": progress.episodes, "steps": progress.steps,
+                     "returns": list(self.returns), "last_return": episode_return,
+                     "environment": environment}
+            if self.condition(stats):
+                return f"condition {getattr(self.condition, '__name__', self.condition)} met"
+        return None
