@@ -6,6 +6,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
+from mosaic.errors import MosaicError
 from mosaic.messages import ErrorResponse, Message, Notice, Response
 from mosaic.transport import RequestClient
 
@@ -13,6 +14,10 @@ log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=Message)
 HandlerFn = Callable[[Any, Any], Response | None]
+
+
+class Interrupted(MosaicError):
+    """A handler's wait was cut short because the actor is stopping."""
 
 
 def handles(*message_types: type[Message]) -> Callable[[HandlerFn], HandlerFn]:
@@ -60,6 +65,7 @@ class Component:
         self.uid = uid
         self.stop_requested = False
         self._clients: list[RequestClient] = []
+        self._stop_pending: Callable[[], bool] = lambda: False
 
     # -- lifecycle hooks ------------------------------------------------------------------
     def on_setup(self) -> None:
@@ -74,6 +80,15 @@ class Component:
 
     def do_work(self) -> None:
         """Run one bounded chunk of main-loop work (a few milliseconds at most)."""
+
+    def check_interrupted(self) -> None:
+        """Raise :class:`Interrupted` if this actor's host was asked to stop.
+
+        Pass it as ``check`` to long waits in handlers, so that stopping an actor that waits on
+        a dead peer takes a moment, not the wait's full timeout.
+        """
+        if self._stop_pending():
+            raise Interrupted(f"{self.uid} was asked to stop")
 
     def request_stop(self) -> None:
         """Ask the host to stop once the current message has been answered."""

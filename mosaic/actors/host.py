@@ -62,6 +62,7 @@ class ActorHost(pykka.ThreadingActor):
         self.cpu = cpu
         self.requested_endpoint = endpoint
         self.status = status
+        component._stop_pending = lambda: not self.actor_inbox.empty()
         self._server: RequestServer | None = None
         self._shut_down = False
 

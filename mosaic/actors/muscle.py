@@ -77,7 +77,8 @@ class MuscleActor(Component):
             every = self._checkpoint_every
             if every and self._episodes and self._episodes % every == 0 and self._brain is not None:
                 self._brain.request(BrainCheckpointRequest(self.uid, self._episodes),
-                                    BrainCheckpointResponse, self._brain_timeout)
+                                    BrainCheckpointResponse, self._brain_timeout,
+                                    self.check_interrupted)
             self._episodes += 1
             muscle.reset()
         else:
@@ -98,7 +99,8 @@ class MuscleActor(Component):
         if self._brain is None:
             raise MosaicError(f"muscle {self.uid!r} returned experience but has no brain")
         answer = self._brain.request(MuscleUpdateRequest(self.uid, experience),
-                                     MuscleUpdateResponse, self._brain_timeout)
+                                     MuscleUpdateResponse, self._brain_timeout,
+                                     self.check_interrupted)
         if answer.update is not None:
             muscle.apply_update(answer.update)
 
@@ -107,7 +109,7 @@ class MuscleActor(Component):
         self.request_stop()
         if self._brain is not None:
             self._brain.request(BrainShutdownRequest(self.uid), BrainShutdownResponse,
-                                self._brain_timeout)
+                                self._brain_timeout, self.check_interrupted)
         return MuscleShutdownResponse(self.uid)
 
     def on_shutdown(self) -> None:

@@ -52,6 +52,12 @@ log = logging.getLogger(__name__)
 
 #: How long one chunk of the main loop may run before control messages are looked at.
 WORK_CHUNK_S = 0.005
+#: After a failure, components may be stuck waiting on the part that died: each gets this long
+#: (at most) to answer its shutdown request before its conductor ends it.
+SHUTDOWN_AFTER_FAILURE_S = 1.0
+#: How often the loop checks that every component of the run is alive, also those it is not
+#: waiting on (a brain that died between updates, say).
+SUPERVISION_S = 0.5
 
 
 def describe(error: BaseException) -> str:
@@ -121,6 +127,8 @@ class SimulationController(Component):
         # order, exactly as encoded on the wire. Equal digests mean equal trajectories.
         self._digest = hashlib.blake2b(digest_size=16)
         self._termination = Termination.from_config(config.get("termination"))
+        self._next_supervision = 0.0
+        self._failed = False
 
     # -- set-up ---------------------------------------------------------------------------
     @handles(SimulationStartRequest)
@@ -194,8 +202,12 @@ class SimulationController(Component):
         return self._running
 
     def do_work(self) -> None:
-        deadline = time.perf_counter() + WORK_CHUNK_S
+        now = time.perf_counter()
+        deadline = now + WORK_CHUNK_S
         try:
+            if now >= self._next_supervision:
+                self._next_supervision = now + SUPERVISION_S
+                self.ctx.supervisor.check()
             while True:
                 active = False
                 for loop in self._loops:
@@ -310,6 +322,7 @@ class SimulationController(Component):
 
     def _finish(self, status: str, error: str | None) -> None:
         self._running = False
+        self._failed = status == "failed"
         progress = self.ctx.progress
         progress.digest = self._digest.hexdigest()
         if progress.steps:
@@ -346,8 +359,11 @@ class SimulationController(Component):
         """Ask one component to shut down; a dead or silent one is left to its conductor."""
         if not self.ctx.supervisor.is_alive(uid):
             return
+        timeout = self.ctx.timeouts.shutdown
+        if self._failed:
+            timeout = min(timeout, SHUTDOWN_AFTER_FAILURE_S)
         try:
-            client.request(request, answer_type, self.ctx.timeouts.shutdown)
+            client.request(request, answer_type, timeout)
         except (MosaicError, RemoteError) as error:
             log.warning("%s did not shut down cleanly: %s", client.peer, error)
 

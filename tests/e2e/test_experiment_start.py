@@ -215,3 +215,17 @@ def test_runs_in_parallel_each_with_its_own_governor_and_one_failure_isolated(tm
     assert_store_consistent(store)
     for index, _ in runs:
         assert f"run {index + 1} " in result.stderr
+
+
+def test_a_crashed_brain_process_fails_the_run_and_names_it(tmp_path, process_tag):
+    path = write_experiment(tmp_path, cartpole(episodes=1000).replace(
+        "muscle: mosaic.agents:RandomMuscle",
+        "muscle: tests.fixtures.agents:ExperienceMuscle\n"
+        "        brain: {class: tests.fixtures.agents:DyingBrain, params: {die_after: 40}}\n"
+        "        placement: {brain: process, muscle: thread}"))
+    store = tmp_path / "results.sqlite"
+    result = run_mosaic("experiment-start", str(path), "--store", str(store))
+    assert result.returncode == 1, result.stderr
+    [(status, error)] = query(store, "SELECT status, error FROM runs")
+    assert status == "failed" and "brain 'random'" in error and "exit code 4" in error
+    assert_store_consistent(store)
