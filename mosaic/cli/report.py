@@ -57,9 +57,16 @@ class ProgressLine:
             self._width = 0
 
 
+def _mean(result: RunResult) -> str:
+    """The mean return; per agent when several agents share the environments."""
+    if len(result.agent_means) > 1:
+        return " ".join(f"{agent} {value:.2f}" for agent, value in sorted(result.agent_means.items()))
+    return f"{result.mean_return:.2f}" if result.mean_return is not None else "-"
+
+
 def format_run_line(result: RunResult) -> str:
     """One line per finished run, printed as soon as it ends."""
-    mean = f"{result.mean_return:.2f}" if result.mean_return is not None else "-"
+    mean = _mean(result)
     phase = f" ({result.phase})" if result.phase != "main" else ""
     line = (f"run {result.index + 1}{phase} {result.status}: {result.episodes} episodes, "
             f"{result.steps:,} steps, mean return {mean}, {result.wall_time:.2f} s")
@@ -78,7 +85,7 @@ def format_summary(results: list[RunResult], store_path: str) -> str:
     for r in results:
         rate = r.steps / r.wall_time if r.wall_time > 0 else 0.0
         rows.append((r.uid, str(r.seed), r.status, str(r.episodes), f"{r.steps:,}",
-                     f"{r.mean_return:.2f}" if r.mean_return is not None else "-",
+                     _mean(r),
                      f"{r.wall_time:.2f} s", f"{rate:,.0f}", (r.digest or "-")[:16]))
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
               for i, h in enumerate(headers)]

@@ -3,5 +3,15 @@
 from mosaic.environments.adapter import EnvironmentAdapter, Outcome
 from mosaic.environments.factory import make_environment
 from mosaic.environments.gymnasium_adapter import GYMNASIUM_SLOT, GymnasiumAdapter
+from mosaic.environments.pettingzoo_adapter import AECAdapter, ParallelAdapter, action_mask
 
-__all__ = ["GYMNASIUM_SLOT", "EnvironmentAdapter", "GymnasiumAdapter", "Outcome", "make_environment"]
+__all__ = [
+    "GYMNASIUM_SLOT",
+    "AECAdapter",
+    "EnvironmentAdapter",
+    "GymnasiumAdapter",
+    "Outcome",
+    "ParallelAdapter",
+    "action_mask",
+    "make_environment",
+]

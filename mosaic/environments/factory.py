@@ -6,36 +6,84 @@ from collections.abc import Mapping
 from typing import Any
 
 import gymnasium
+from pettingzoo import AECEnv, ParallelEnv
 
 from mosaic.environments.adapter import EnvironmentAdapter
 from mosaic.environments.gymnasium_adapter import GymnasiumAdapter
+from mosaic.environments.pettingzoo_adapter import AECAdapter, ParallelAdapter
 from mosaic.errors import MosaicError
+from mosaic.experiment.imports import ImportPathError, import_module, import_object, resolve_env
+
+#: The params key that picks the PettingZoo API of a ``pettingzoo:`` module offering both.
+API_PARAM = "api"
+_APIS = ("aec", "parallel")
 
 
 def make_environment(spec: str, params: Mapping[str, Any]) -> EnvironmentAdapter:
     """Build the environment ``spec`` names, with ``params`` as keyword arguments.
 
     * ``gymnasium:<id>``: ``gymnasium.make(id, **params)``;
-    * ``package.module:Attr``: ``Attr(**params)``, where Attr is a ``gymnasium.Env`` class or a
-      factory returning an env, or an :class:`EnvironmentAdapter` class.
+    * ``pettingzoo:<family>.<module>``: ``pettingzoo.<family>.<module>.env(**params)``, or
+      ``parallel_env(**params)`` when the module has no ``env`` or when ``params`` holds
+      ``api: parallel`` (``api: aec`` asks for ``env`` explicitly; ``api`` is not passed on);
+    * ``package.module:Attr``: ``Attr(**params)``, where Attr is a ``gymnasium.Env``,
+      ``pettingzoo.AECEnv`` or ``pettingzoo.ParallelEnv`` class, a factory returning one of
+      them, or an :class:`EnvironmentAdapter` class.
 
-    Raises :class:`MosaicError` with the reason when the spec cannot be built.
+    Gymnasium environments get a :class:`GymnasiumAdapter`, AEC environments an
+    :class:`AECAdapter` and Parallel environments a :class:`ParallelAdapter`.
+
+    Raises :class:`MosaicError` with the reason when the spec cannot be resolved or makes
+    something else; errors raised by the environment's own constructor propagate unchanged.
     """
     kind, _, target = spec.partition(":")
     if not target:
-        raise MosaicError(f"environment {spec!r}: expected 'gymnasium:<id>' or 'package.module:Class'")
+        raise MosaicError(f"environment {spec!r}: expected 'gymnasium:<id>', "
+                          "'pettingzoo:<family>.<module>' or 'package.module:Attr'")
     if kind == "gymnasium":
         return GymnasiumAdapter(gymnasium.make(target, **dict(params)))
     if kind == "pettingzoo":
-        raise MosaicError(f"environment {spec!r}: PettingZoo environments are not supported yet")
-    from mosaic.experiment.imports import import_object
+        return _adapt(spec, _make_pettingzoo(spec, target, dict(params)))
+    try:
+        factory = import_object(spec)
+    except ImportPathError as error:
+        raise MosaicError(f"environment {error}") from error
+    return _adapt(spec, factory(**dict(params)))
 
-    factory = import_object(spec)
-    made = factory(**dict(params))
+
+def _make_pettingzoo(spec: str, target: str, params: dict[str, Any]) -> Any:
+    api = params.pop(API_PARAM, None)
+    if api is not None and api not in _APIS:
+        raise MosaicError(f"environment {spec!r}: params.{API_PARAM} must be 'aec' or "
+                          f"'parallel', not {api!r}")
+    try:
+        resolve_env(spec)  # for its messages: close module names, neither env() nor parallel_env()
+        module = import_module(f"pettingzoo.{target}", spec)
+    except ImportPathError as error:
+        raise MosaicError(f"environment {error}") from error
+    constructors = {name: getattr(module, name, None) for name in ("env", "parallel_env")}
+    if api is None:
+        name = "env" if callable(constructors["env"]) else "parallel_env"
+    else:
+        name = "env" if api == "aec" else "parallel_env"
+    constructor = constructors[name]
+    if not callable(constructor):
+        offered = [n for n, c in constructors.items() if callable(c)]
+        raise MosaicError(f"environment {spec!r}: module 'pettingzoo.{target}' has no {name}() "
+                          f"(it offers {', '.join(f'{n}()' for n in offered) or 'neither'}); "
+                          + (f"remove params.{API_PARAM} or choose the API it offers"
+                             if offered else "name a PettingZoo environment module"))
+    return constructor(**params)
+
+
+def _adapt(spec: str, made: Any) -> EnvironmentAdapter:
     if isinstance(made, EnvironmentAdapter):
         return made
     if isinstance(made, gymnasium.Env):
         return GymnasiumAdapter(made)
-    raise MosaicError(
-        f"environment {spec!r} made a {type(made).__name__}, not a gymnasium.Env or EnvironmentAdapter"
-    )
+    if isinstance(made, AECEnv):
+        return AECAdapter(made)
+    if isinstance(made, ParallelEnv):
+        return ParallelAdapter(made)
+    raise MosaicError(f"environment {spec!r} made a {type(made).__name__}, not a gymnasium.Env, "
+                      "pettingzoo.AECEnv, pettingzoo.ParallelEnv or EnvironmentAdapter")

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +62,8 @@ class RunResult:
     first_step_at: float | None = None
     last_step_at: float | None = None
     digest: str | None = None
+    #: agent uid -> mean episode return; in a zero-sum game the overall mean says nothing.
+    agent_means: dict[str, float] = field(default_factory=dict)
 
 
 ProgressCallback = Callable[[int, RunContext], None]
@@ -281,6 +283,8 @@ class Executor:
             progress.return_sum / progress.episodes if progress.episodes else None,
             time.monotonic() - started, answer.killed if answer is not None else (),
             progress.first_step_at, progress.last_step_at, progress.digest,
+            {agent: total / progress.episodes for agent, total in progress.agent_return_sums.items()}
+            if progress.episodes else {},
         )
 
     def _governor_check(self, governor: ThreadPlaced) -> Callable[[], None]:

@@ -41,6 +41,8 @@ class Progress:
     steps: int = 0
     episodes_total: int = 0
     return_sum: float = 0.0
+    #: agent uid -> sum of its episode returns (its slots' rewards), for per-agent means.
+    agent_return_sums: dict[str, float] = field(default_factory=dict)
     last_return: float | None = None
     #: Hex digest of every step taken so far (set when the simulation stops).
     digest: str | None = None

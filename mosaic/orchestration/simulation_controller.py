@@ -93,6 +93,9 @@ class _EnvironmentLoop:
     observations: dict[str, Any] = field(default_factory=dict)
     actions: dict[str, Any] = field(default_factory=dict)
     returns: dict[str, float] = field(default_factory=dict)
+    #: slot -> [step, observation, action, reward so far] of its last action, until the outcome
+    #: goes back to its muscle: when the slot acts again or the episode ends.
+    outstanding: dict[str, list[Any]] = field(default_factory=dict)
     episode_seed: int = 0
 
 
@@ -237,6 +240,7 @@ class SimulationController(Component):
             loop.needs_reset = False
             loop.step = 0
             loop.returns = {}
+            loop.outstanding = {}
             loop.observations = dict(reset.observations)
             loop.actions = self._agents_update(loop, 0, reset.observations, {}, False, False,
                                                reset.acting, reset.legal_actions)
@@ -248,27 +252,47 @@ class SimulationController(Component):
         loop.step = step + 1
         terminated = update.terminated
         truncated = update.truncated or (self._max_steps is not None and loop.step >= self._max_steps)
-        rewards = update.rewards
-        observations, digest = loop.observations, self._digest
+        outstanding, returns = loop.outstanding, loop.returns
         for slot, action in loop.actions.items():
-            reward = rewards.get(slot, 0.0)
-            digest.update(pack((loop.uid, slot, observations[slot], action, reward, terminated,
-                                truncated)))
-            if self._record:
-                self._rows.append((ctx.run_id, loop.uid, loop.episode, step, loop.mapping[slot], slot,
-                                   observations[slot], action, reward, terminated, truncated))
-        returns = loop.returns
-        for slot, reward in rewards.items():
+            outstanding[slot] = [step, loop.observations[slot], action, 0.0]
+        # A reward belongs to the slot's last action, whenever it arrives (in a turn-based game
+        # the loser's -1 comes with the winner's move).
+        for slot, reward in update.rewards.items():
             returns[slot] = returns.get(slot, 0.0) + reward
+            entry = outstanding.get(slot)
+            if entry is not None:
+                entry[3] += reward
         progress = ctx.progress
         progress.steps += 1
         if progress.first_step_at is None:
             progress.first_step_at = time.time()
         loop.observations.update(update.observations)
-        loop.actions = self._agents_update(loop, loop.step, update.observations, rewards, terminated,
+        done = terminated or truncated
+        feedback = self._settle(loop, list(outstanding) if done else
+                                [s for s in update.acting if s in outstanding], terminated, truncated)
+        loop.actions = self._agents_update(loop, loop.step, update.observations, feedback, terminated,
                                            truncated, update.acting, update.legal_actions)
-        if terminated or truncated:
+        if done:
             self._end_episode(loop, terminated, truncated)
+
+    def _settle(self, loop: _EnvironmentLoop, slots: list[str], terminated: bool,
+                truncated: bool) -> dict[str, float]:
+        """Close the outstanding actions of ``slots``: record them and return their rewards.
+
+        Each slot gets one feedback per action, with every reward since that action, when it
+        is about to act again or the episode ends: the contract of Muscle.feedback, also in
+        turn-based games.
+        """
+        rewards: dict[str, float] = {}
+        digest, record, rows, run_id = self._digest, self._record, self._rows, self.ctx.run_id
+        for slot in slots:
+            step, observation, action, reward = loop.outstanding.pop(slot)
+            rewards[slot] = reward
+            digest.update(pack((loop.uid, slot, observation, action, reward, terminated, truncated)))
+            if record:
+                rows.append((run_id, loop.uid, loop.episode, step, loop.mapping[slot], slot,
+                             observation, action, reward, terminated, truncated))
+        return rewards
 
     def _agents_update(self, loop: _EnvironmentLoop, step: int, observations: dict[str, Any],
                        rewards: dict[str, float], terminated: bool, truncated: bool,
@@ -298,6 +322,10 @@ class SimulationController(Component):
 
     def _end_episode(self, loop: _EnvironmentLoop, terminated: bool, truncated: bool) -> None:
         total = sum(loop.returns.values())
+        agent_returns = self.ctx.progress.agent_return_sums
+        for slot, value in loop.returns.items():
+            agent = loop.mapping[slot]
+            agent_returns[agent] = agent_returns.get(agent, 0.0) + value
         if self.ctx.store is not None:
             self.ctx.store.record_episode(self.ctx.run_id, loop.uid, loop.episode, loop.step, total,
                                           dict(loop.returns), terminated, truncated, loop.episode_seed)
