@@ -140,8 +140,9 @@ class RunGovernor(Component):
         self.machine.transition(state, error or request.reason)
         self.request_stop()
         progress = ctx.progress
+        # A thread cannot be killed: one its conductor gave up on is still alive in the sweep.
         return ExperimentShutdownResponse(ctx.run_uid, state.value, error, progress.episodes,
-                                          progress.steps, tuple(killed))
+                                          progress.steps, tuple(dict.fromkeys(killed)))
 
     def on_shutdown(self) -> None:
         # Also after a failure of this governor: stop the orchestration it started.
