@@ -20,6 +20,9 @@ Request ids: :meth:`OperatorProcessHandle.send` adds an ``id``;
 ids (late replies to requests that timed out). A reply without ``id`` is taken as the answer, so
 workers that do not echo ids still work, but then a late reply cannot be told from the current
 one.
+
+The reader threads are in ``_pipe_readers``, the stop escalation in ``_worker_stop`` and
+:class:`MultiAgentOperatorHandle` in ``_multi_handle``; this module holds the protocol.
 """
 
 from __future__ import annotations
@@ -29,26 +32,26 @@ import logging
 import os
 import queue
 import select
-import signal
 import subprocess
 import threading
 import time
-from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
 from mosaic.errors import WorkerCrashed, WorkerError, WorkerProtocolError, WorkerTimeout
 from mosaic.operators import protocol as p
+from mosaic.operators._multi_handle import MultiAgentOperatorHandle
+from mosaic.operators._pipe_readers import EOF, OVERSIZE, PipeReaders
+
+# INIT_AGENT_KEYS is re-exported: it was defined here before the multi-agent handle moved out.
+from mosaic.operators._worker_commands import INIT_AGENT_KEYS as INIT_AGENT_KEYS  # noqa: PLC0414
+from mosaic.operators._worker_commands import init_agent_command, select_action_command
+from mosaic.operators._worker_stop import escalate_stop
 from mosaic.operators.config import OperatorConfig
 
 __all__ = ["MultiAgentOperatorHandle", "OperatorProcessHandle", "WorkerReplyError"]
 
 log = logging.getLogger("mosaic.operators.handle")
-
-_EOF = object()
-_OVERSIZE = object()
-_LEVELS = {name: getattr(logging, name) for name in ("DEBUG", "INFO", "WARNING", "ERROR",
-                                                     "CRITICAL")}
 
 
 class WorkerReplyError(WorkerError):
@@ -93,25 +96,20 @@ class OperatorProcessHandle:
         #: ``already_exited`` or ``unreaped``; None before :meth:`stop`.
         self.stop_outcome: str | None = None
         self._ids = itertools.count(1)
-        self._replies: queue.Queue[Any] = queue.Queue(self.MAX_QUEUED_LINES)
-        self._stderr: deque[str] = deque(maxlen=self.STDERR_TAIL_LINES)
-        self._stderr_lock = threading.Lock()
         self._send_lock = threading.Lock()
         self._stop_lock = threading.Lock()
-        self._closing = threading.Event()
         self._eof = False
         self._stopped = False
-        self._worker_log = logging.getLogger(f"mosaic.operators.worker.{operator_id}")
         self._stdin_fd: int | None = None
         if self.interactive and process.stdin is not None:
             self._stdin_fd = process.stdin.fileno()
             os.set_blocking(self._stdin_fd, False)
-        self._stdout_thread = threading.Thread(
-            target=self._read_stdout, name=f"{operator_id}-stdout", daemon=True)
-        self._stderr_thread = threading.Thread(
-            target=self._read_stderr, name=f"{operator_id}-stderr", daemon=True)
-        self._stdout_thread.start()
-        self._stderr_thread.start()
+        self._pipes = PipeReaders(
+            process,
+            operator_id,
+            max_queued_lines=self.MAX_QUEUED_LINES,
+            tail_lines=self.STDERR_TAIL_LINES,
+        )
 
     def __repr__(self) -> str:
         return f"<OperatorProcessHandle {self.operator_id} pid={self.pid} exit={self.exit_code}>"
@@ -141,9 +139,7 @@ class OperatorProcessHandle:
 
     def stderr_tail(self, max_chars: int = 8000) -> str:
         """The last lines the worker wrote to stderr (at most ``max_chars`` characters)."""
-        with self._stderr_lock:
-            text = "\n".join(self._stderr)
-        return text[-max_chars:]
+        return self._pipes.stderr_tail(max_chars)
 
     # -- sending --
 
@@ -184,7 +180,8 @@ class OperatorProcessHandle:
         info: dict[str, Any] | None = None,
     ) -> int:
         """Send ``select_action`` without waiting; returns the request id."""
-        return self.send(_select_action(observation, legal_actions, action_mask, player_id, info))
+        return self.send(
+            select_action_command(observation, legal_actions, action_mask, player_id, info))
 
     def _write(self, data: bytes, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -272,7 +269,7 @@ class OperatorProcessHandle:
         timeout: float = 10.0,
     ) -> dict[str, Any]:
         """``init_agent`` for ``player_id``; returns the ``agent_ready`` reply."""
-        reply = self.request(_init_agent(player_id, env_name, task, settings), timeout)
+        reply = self.request(init_agent_command(player_id, env_name, task, settings), timeout)
         return self._expect(reply, p.RESP_AGENT_READY)
 
     def select_action(
@@ -286,7 +283,7 @@ class OperatorProcessHandle:
         info: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """``select_action``; returns the ``action_selected`` reply (``action`` holds it)."""
-        command = _select_action(observation, legal_actions, action_mask, player_id, info)
+        command = select_action_command(observation, legal_actions, action_mask, player_id, info)
         return self._expect(self.request(command, timeout), p.RESP_ACTION_SELECTED)
 
     def _await(
@@ -304,7 +301,7 @@ class OperatorProcessHandle:
             return self._checked(reply, accept_error)
 
     def _next_line(self, timeout: float) -> Any:
-        """The next stdout line (bytes or ``_OVERSIZE``), None on timeout; raises on exit."""
+        """The next stdout line (bytes or ``OVERSIZE``), None on timeout; raises on exit."""
         if self._eof:
             raise self._crashed()
         deadline = time.monotonic() + timeout
@@ -312,7 +309,7 @@ class OperatorProcessHandle:
         while True:
             remaining = deadline - time.monotonic()
             try:
-                item = self._replies.get(timeout=max(0.0, min(remaining, 0.25)))
+                item = self._pipes.replies.get(timeout=max(0.0, min(remaining, 0.25)))
             except queue.Empty:
                 if self.process.poll() is not None:
                     # The reader normally reports EOF right after exit; a grandchild holding
@@ -323,13 +320,13 @@ class OperatorProcessHandle:
                 if remaining <= 0:
                     return None
                 continue
-            if item is _EOF:
+            if item is EOF:
                 self._eof = True
                 raise self._crashed()
             return item
 
     def _parse(self, line: Any) -> dict[str, Any]:
-        if line is _OVERSIZE:
+        if line is OVERSIZE:
             raise WorkerProtocolError(self.operator_id, "", f"line over {p.MAX_LINE_BYTES} bytes")
         try:
             return p.parse_response(line)
@@ -359,54 +356,8 @@ class OperatorProcessHandle:
             self.process.wait(timeout=1.0)
         except subprocess.TimeoutExpired:
             pass
-        self._stderr_thread.join(timeout=0.5)
+        self._pipes.stderr_thread.join(timeout=0.5)
         return WorkerCrashed(self.operator_id, self.process.poll(), self.stderr_tail())
-
-    # -- reader threads --
-
-    def _put(self, item: Any) -> None:
-        while not self._closing.is_set():
-            try:
-                self._replies.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
-
-    def _read_stdout(self) -> None:
-        stream = self.process.stdout
-        if stream is None:
-            self._put(_EOF)
-            return
-        try:
-            while True:
-                line = stream.readline(p.MAX_LINE_BYTES + 1)
-                if not line:
-                    break
-                if len(line) > p.MAX_LINE_BYTES and not line.endswith(b"\n"):
-                    while line and not line.endswith(b"\n"):
-                        line = stream.readline(p.MAX_LINE_BYTES)
-                    self._put(_OVERSIZE)
-                    continue
-                if line.strip():
-                    self._put(line)
-        except (OSError, ValueError):  # the pipe was closed under us during stop()
-            pass
-        finally:
-            self._put(_EOF)
-
-    def _read_stderr(self) -> None:
-        stream = self.process.stderr
-        if stream is None:
-            return
-        try:
-            for raw in iter(lambda: stream.readline(8192), b""):
-                text = raw.decode("utf-8", "replace").rstrip("\r\n")
-                with self._stderr_lock:
-                    self._stderr.append(text)
-                level = _LEVELS.get(text.split(" ", 1)[0], logging.INFO)
-                self._worker_log.log(level, "%s", text)
-        except (OSError, ValueError):
-            pass
 
     # -- shutdown --
 
@@ -435,42 +386,12 @@ class OperatorProcessHandle:
             return self.process.poll()
 
     def _escalate(self, budget: float) -> str:
-        if self._stdin_fd is not None:
-            try:
-                self._write(p.encode_line({"cmd": p.CMD_STOP, "id": next(self._ids)}),
-                            min(0.2, budget * 0.4))
-            except WorkerError:
-                pass
-            if self._wait(budget * 0.4):
-                return "stopped"
-        self._close_stdin()
-        if self._wait(budget * 0.15):
-            return "eof"
-        self._signal(signal.SIGTERM)
-        if self._wait(budget * 0.3):
-            return "sigterm"
-        self._signal(signal.SIGKILL)
-        if self._wait(max(budget * 0.15, 0.2)):
-            return "sigkill"
-        return "unreaped"
+        send_stop = self._send_stop if self._stdin_fd is not None else None
+        return escalate_stop(
+            self.process, budget, send_stop=send_stop, close_stdin=self._close_stdin)
 
-    def _wait(self, timeout: float) -> bool:
-        try:
-            self.process.wait(timeout=timeout)
-            return True
-        except subprocess.TimeoutExpired:
-            return False
-
-    def _signal(self, sig: signal.Signals) -> None:
-        if self.process.poll() is not None:
-            return
-        try:
-            if os.getpgid(self.pid) == self.pid:  # started in its own session: reach its children
-                os.killpg(self.pid, sig)
-            else:
-                self.process.send_signal(sig)
-        except (ProcessLookupError, PermissionError):
-            pass
+    def _send_stop(self, timeout: float) -> None:
+        self._write(p.encode_line({"cmd": p.CMD_STOP, "id": next(self._ids)}), timeout)
 
     def close_stdin(self) -> None:
         """Close the worker's stdin; a conforming worker exits on the EOF. Idempotent."""
@@ -487,178 +408,4 @@ class OperatorProcessHandle:
 
     def _close_pipes(self) -> None:
         self._close_stdin()
-        self._closing.set()
-        for thread, stream in ((self._stdout_thread, self.process.stdout),
-                               (self._stderr_thread, self.process.stderr)):
-            thread.join(timeout=0.5)
-            if not thread.is_alive() and stream is not None:
-                stream.close()
-
-
-def _init_agent(
-    player_id: str, env_name: str | None, task: str | None, settings: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    command: dict[str, Any] = {"cmd": p.CMD_INIT_AGENT, "player_id": player_id}
-    if env_name is not None:
-        command["env_name"] = env_name
-    if task is not None:
-        command["task"] = task
-    if settings is not None:
-        command["settings"] = dict(settings)
-    return command
-
-
-def _select_action(
-    observation: Any,
-    legal_actions: list[int] | None,
-    action_mask: list[int] | None,
-    player_id: str | None,
-    info: dict[str, Any] | None,
-) -> dict[str, Any]:
-    command: dict[str, Any] = {"cmd": p.CMD_SELECT_ACTION, "observation": observation}
-    if legal_actions is not None:
-        command["legal_actions"] = [int(a) for a in legal_actions]
-    if action_mask is not None:
-        command["action_mask"] = [int(bool(m)) for m in action_mask]
-    if player_id is not None:
-        command["player_id"] = player_id
-    if info is not None:
-        command["info"] = info
-    return command
-
-
-#: Keys of a player's settings that are passed on in ``init_agent``.
-INIT_AGENT_KEYS = ("n_actions", "seed")
-
-
-class MultiAgentOperatorHandle:
-    """One worker per player of a multi-agent operator; the driver owns the environment.
-
-    Every method that waits takes a timeout. :meth:`stop_all` stops the workers in parallel, so
-    it takes about one stop timeout whatever the number of players.
-    """
-
-    def __init__(
-        self,
-        player_handles: dict[str, OperatorProcessHandle],
-        config: OperatorConfig | None = None,
-    ) -> None:
-        self.player_handles = dict(player_handles)
-        self.config = config
-        self._pending: set[str] = set()
-
-    def __enter__(self) -> MultiAgentOperatorHandle:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop_all()
-
-    def __getitem__(self, player_id: str) -> OperatorProcessHandle:
-        return self.player_handles[player_id]
-
-    @property
-    def players(self) -> list[str]:
-        """The player ids, in assignment order."""
-        return list(self.player_handles)
-
-    def send_init_agents(
-        self,
-        env_name: str | None = None,
-        task: str | None = None,
-        settings: Mapping[str, Mapping[str, Any]] | None = None,
-        timeout: float = 10.0,
-    ) -> dict[str, dict[str, Any]]:
-        """Send ``init_agent`` to every player, then wait for all ``agent_ready`` replies.
-
-        Per-player settings come from ``settings[player]`` or else from the config's
-        assignment (only ``n_actions`` and ``seed``). ``env_name``/``task`` default to the
-        config's. ``timeout`` bounds the whole exchange.
-        """
-        if self.config is not None:
-            env_name = env_name if env_name is not None else self.config.env_name
-            task = task if task is not None else self.config.task
-        deadline = time.monotonic() + timeout
-        sent: dict[str, int] = {}
-        for player, handle in self.player_handles.items():
-            sent[player] = handle.send(
-                _init_agent(player, env_name, task, self._settings_for(player, settings)),
-                timeout=timeout)
-        replies = {}
-        for player, request_id in sent.items():
-            handle = self.player_handles[player]
-            reply = handle._await(request_id, deadline, timeout, False)
-            replies[player] = handle._expect(reply, p.RESP_AGENT_READY)
-        return replies
-
-    def _settings_for(
-        self, player: str, settings: Mapping[str, Mapping[str, Any]] | None
-    ) -> dict[str, Any] | None:
-        if settings is not None and player in settings:
-            return dict(settings[player])
-        if self.config is not None and player in self.config.worker_assignments:
-            source = self.config.worker_assignments[player].settings
-            return {k: source[k] for k in INIT_AGENT_KEYS if k in source}
-        return None
-
-    def select_action(
-        self,
-        player_id: str,
-        observation: Any,
-        legal_actions: list[int] | None = None,
-        action_mask: list[int] | None = None,
-        timeout: float = 30.0,
-        *,
-        info: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """Ask ``player_id`` for an action and wait; returns the ``action_selected`` reply."""
-        return self.player_handles[player_id].select_action(
-            observation, legal_actions, action_mask, player_id, timeout, info=info)
-
-    def send_select_action(
-        self,
-        player_id: str,
-        observation: Any,
-        legal_actions: list[int] | None = None,
-        action_mask: list[int] | None = None,
-        info: dict[str, Any] | None = None,
-    ) -> int:
-        """Ask ``player_id`` for an action without waiting; collect it with
-        :meth:`poll_all_responses`. Returns the request id."""
-        request_id = self.player_handles[player_id].send_select_action(
-            observation, legal_actions, action_mask, player_id, info)
-        self._pending.add(player_id)
-        return request_id
-
-    def poll_all_responses(self, timeout: float = 0.1) -> dict[str, dict[str, Any]]:
-        """At most one reply per player, waiting up to ``timeout`` for players with a request
-        sent by :meth:`send_select_action` and not yet answered.
-
-        ``error`` replies are returned as dicts; a crashed or garbled worker raises.
-        """
-        deadline = time.monotonic() + timeout
-        replies: dict[str, dict[str, Any]] = {}
-        while True:
-            for player, handle in self.player_handles.items():
-                if player not in replies:
-                    reply = handle.try_read_response(0.0, accept_error=True)
-                    if reply is not None:
-                        replies[player] = reply
-                        self._pending.discard(player)
-            if not (self._pending - replies.keys()) or time.monotonic() >= deadline:
-                return replies
-            time.sleep(0.002)
-
-    def stop_all(self, timeout: float = 3.0) -> dict[str, int | None]:
-        """Stop every worker in parallel; returns each player's exit code."""
-        codes: dict[str, int | None] = {}
-
-        def stop(player: str, handle: OperatorProcessHandle) -> None:
-            codes[player] = handle.stop(timeout)
-
-        threads = [threading.Thread(target=stop, args=item, daemon=True)
-                   for item in self.player_handles.items()]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout + 2.0)
-        return codes
+        self._pipes.close()

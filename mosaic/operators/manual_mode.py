@@ -31,18 +31,10 @@ from pathlib import Path
 from typing import IO, Any, Self
 
 from mosaic.errors import ConfigError
-from mosaic.operators.script_mode import (
-    LOG_LEVELS,
-    _configure_logging,
-    _Lane,
-    _Launcher,
-    _new_run_id,
-    _print_config_error,
-    _Rounds,
-    _Telemetry,
-    operator_config_for,
-    resolve_telemetry_path,
-)
+from mosaic.operators._evaluation_cli import LOG_LEVELS, configure_logging, print_config_error
+from mosaic.operators._evaluation_lanes import Lane, Launcher, Rounds, new_run_id
+from mosaic.operators._evaluation_telemetry import Telemetry, resolve_telemetry_path
+from mosaic.operators.script_mode import operator_config_for
 from mosaic.operators.script_schema import EvaluationConfig, TimeoutsSpec, load_evaluation
 
 __all__ = ["ManualSession", "OperatorView", "main", "run_manual"]
@@ -92,7 +84,7 @@ class ManualSession:
         *,
         telemetry_path: str | Path | None = None,
         timeouts: TimeoutsSpec | None = None,
-        launcher: _Launcher | None = None,
+        launcher: Launcher | None = None,
         run_id: str = "manual",
     ) -> None:
         ids = [c.operator_id for c in configs]
@@ -102,9 +94,9 @@ class ManualSession:
         self.episode_index = -1
         self._launcher = launcher
         self._run_id = run_id
-        self._telemetry = _Telemetry(Path(telemetry_path) if telemetry_path is not None else None)
-        self._lanes = [_Lane(c, timeouts or TimeoutsSpec()) for c in configs]
-        self._rounds = _Rounds(len(self._lanes))
+        self._telemetry = Telemetry(Path(telemetry_path) if telemetry_path is not None else None)
+        self._lanes = [Lane(c, timeouts or TimeoutsSpec()) for c in configs]
+        self._rounds = Rounds(len(self._lanes))
         self._started = False
         self._closed = False
 
@@ -198,7 +190,7 @@ class ManualSession:
         """One step for every operator still in its episode; returns how many stepped."""
         self._require_started()
         playing = [lane for lane in self._lanes if lane.alive and lane.in_episode]
-        stepped = sum(self._rounds.run(playing, _Lane.step))
+        stepped = sum(self._rounds.run(playing, Lane.step))
         self._telemetry.write_lanes(self._lanes)
         if not self.any_playing:
             self._telemetry.flush()
@@ -326,7 +318,7 @@ def run_manual(
     input: IO[str] = sys.stdin,
     output: IO[str] = sys.stdout,
     telemetry: str | Path | None = None,
-    launcher: _Launcher | None = None,
+    launcher: Launcher | None = None,
 ) -> int:
     """Run the interactive loop on an evaluation file, a loaded evaluation, or a list of
     :class:`~mosaic.operators.config.OperatorConfig`.
@@ -363,7 +355,7 @@ def run_manual(
         telemetry_path=telemetry_path,
         timeouts=timeouts,
         launcher=launcher,
-        run_id=_new_run_id(uid),
+        run_id=new_run_id(uid),
     )
     with session:
         _say(output, f"mosaic manual mode: {uid}, {len(configs)} operators; "
@@ -451,11 +443,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="log level for mosaic and worker messages on stderr (default ERROR, "
                              "so that they do not clutter the screen)")
     args = parser.parse_args(argv)
-    _configure_logging(args.log_level)
+    configure_logging(args.log_level)
     try:
         return run_manual(args.file, telemetry=args.telemetry)
     except ConfigError as error:
-        _print_config_error(error, sys.stderr)
+        print_config_error(error, sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("\ninterrupted: every worker was stopped", file=sys.stderr)

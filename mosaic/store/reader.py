@@ -2,24 +2,36 @@
 
 Readers never write. A run still marked ``running`` whose process is gone is reported as
 ``interrupted``; that status is computed when reading and never stored.
+
+This module opens a store and queries it. The records it returns are in
+:mod:`mosaic.store._records`, the ``interrupted`` verdict in :mod:`mosaic.store._liveness`, and
+the command line's text formatting in :mod:`mosaic.store._format`.
 """
 
 from __future__ import annotations
 
-import os
 import socket
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NamedTuple, Self
+from typing import Any, Self
 
 import sqlalchemy as sa
 
 from mosaic.errors import StoreError
 from mosaic.store import schema
+from mosaic.store._format import format_run_detail, format_runs_table
+from mosaic.store._liveness import STALE_AFTER, run_status
+from mosaic.store._records import (
+    EpisodeStats,
+    EpisodeSummary,
+    RunDetail,
+    RunSummary,
+    StepRecord,
+    Transition,
+)
 from mosaic.store.url import locate, open_engine
 
 __all__ = [
@@ -38,129 +50,8 @@ __all__ = [
 
 Decode = Callable[[bytes], Any]
 
-# A running run on another host whose heartbeat is older than this (seconds) is interrupted.
-STALE_AFTER = 300.0
 # How many of the first and of the last episodes a run detail shows.
 EPISODES_SHOWN = 5
-# Slack when comparing a process's start time with its run's start (clock and /proc rounding).
-_START_SLACK = 10.0
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    """One run as listed. Times are UTC; ``duration`` is in seconds, None if unknown.
-
-    ``episodes`` and ``steps`` are the run's totals once it ended, and the totals of the
-    episodes recorded so far while it has not. ``mean_return`` is over recorded episodes.
-    """
-
-    id: int
-    uid: str
-    experiment: str
-    run_index: int
-    seed: int | None
-    status: str
-    started_at: datetime | None
-    ended_at: datetime | None
-    duration: float | None
-    episodes: int
-    steps: int
-    mean_return: float | None
-    error: str | None
-
-
-@dataclass(frozen=True)
-class Transition:
-    """One state change of a run, in order of ``seq``."""
-
-    seq: int
-    from_state: str | None
-    to_state: str
-    reason: str | None
-    at: datetime
-
-
-@dataclass(frozen=True)
-class EpisodeSummary:
-    """One recorded episode; ``returns`` maps environment agent ids to returns."""
-
-    environment: str
-    episode: int
-    steps: int
-    total_return: float | None
-    returns: dict[str, float]
-    terminated: bool
-    truncated: bool
-    seed: int | None
-
-
-@dataclass(frozen=True)
-class EpisodeStats:
-    """Aggregates over all recorded episodes of a run (None when there are none)."""
-
-    count: int
-    total_steps: int
-    mean_steps: float | None
-    mean_return: float | None
-    min_return: float | None
-    max_return: float | None
-
-
-@dataclass(frozen=True)
-class RunDetail:
-    """Everything about one run that fits on a screen.
-
-    ``first_episodes`` and ``last_episodes`` hold a few episodes each; together they are all of
-    them when there are few (``last_episodes`` is then empty). ``step_rows`` counts the stored
-    step rows, which a run still in progress keeps adding to.
-    """
-
-    run: RunSummary
-    experiment_file: str | None
-    pid: int | None
-    hostname: str | None
-    digest: str | None
-    last_heartbeat: datetime | None
-    transitions: list[Transition]
-    episode_stats: EpisodeStats
-    first_episodes: list[EpisodeSummary] = field(default_factory=list)
-    last_episodes: list[EpisodeSummary] = field(default_factory=list)
-    step_rows: int = 0
-
-    @property
-    def uid(self) -> str:
-        """The run's uid."""
-        return self.run.uid
-
-    @property
-    def status(self) -> str:
-        """The run's status, ``interrupted`` included."""
-        return self.run.status
-
-    @property
-    def error(self) -> str | None:
-        """The error the run ended with, if any."""
-        return self.run.error
-
-    @property
-    def mean_return(self) -> float | None:
-        """The mean total return over recorded episodes."""
-        return self.run.mean_return
-
-
-class StepRecord(NamedTuple):
-    """One stored step row with observation and action decoded."""
-
-    environment: str
-    episode: int
-    step: int
-    agent: str | None
-    slot: str | None
-    observation: Any
-    action: Any
-    reward: float | None
-    terminated: bool
-    truncated: bool
 
 
 def open_store(
@@ -407,7 +298,7 @@ class Store:
         raise StoreError(f"{text!r} matches several runs: {shown}{more}; give more of the uid")
 
     def _summary(self, row: Any, now: float) -> RunSummary:
-        status = self._status(row, now)
+        status = run_status(row, now, self._hostname, self._stale_after)
         final = row.status in schema.FINAL_STATUSES
         started, ended = row.started_at, row.ended_at
         if ended is not None and started is not None:
@@ -433,16 +324,6 @@ class Store:
             mean_return=_float(row.mean_return),
             error=row.error,
         )
-
-    def _status(self, row: Any, now: float) -> str:
-        if row.status != "running":
-            return str(row.status)
-        if row.pid is not None and row.hostname == self._hostname:
-            return "running" if _pid_alive(row.pid, row.started_at) else "interrupted"
-        last = row.heartbeat_at if row.heartbeat_at is not None else row.started_at
-        if last is None or now - last > self._stale_after:
-            return "interrupted"
-        return "running"
 
 
 class _Reading:
@@ -519,46 +400,6 @@ def _float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def _pid_alive(pid: int, started_at: float | None) -> bool:
-    """Whether ``pid`` on this host is still the process that started a run at ``started_at``."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # it exists, under another user
-    except OSError:
-        return False
-    # On Linux, tell a zombie or a recycled pid from the run's own process.
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if fields[0] in ("Z", "X"):
-            return False
-        if started_at is None:
-            return True
-        boot = _boot_time()
-        if boot is None:
-            return True
-        began = boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return True
-    return began <= started_at + _START_SLACK
-
-
-def _boot_time() -> float | None:
-    try:
-        with open("/proc/stat") as f:
-            for line in f:
-                if line.startswith("btime "):
-                    return float(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
 def _default_decode() -> Decode:
     try:
         from mosaic.messages.codec import unpack
@@ -568,181 +409,3 @@ def _default_decode() -> Decode:
             f"({exc}); pass decode= to open_store"
         ) from exc
     return unpack
-
-
-# -- plain-text formatting for the command line ---------------------------------------------
-
-
-def format_runs_table(runs: Sequence[RunSummary]) -> str:
-    """The runs as an aligned plain-text table, one line per run (``no runs`` if empty)."""
-    if not runs:
-        return "no runs"
-    headers = [
-        "RUN",
-        "EXPERIMENT",
-        "#",
-        "SEED",
-        "STATUS",
-        "STARTED",
-        "DURATION",
-        "EPISODES",
-        "STEPS",
-        "MEAN RETURN",
-        "ERROR",
-    ]
-    rows = [
-        [
-            run.uid,
-            run.experiment,
-            str(run.run_index),
-            _text(run.seed),
-            run.status,
-            _local(run.started_at),
-            _duration(run.duration),
-            str(run.episodes),
-            str(run.steps),
-            _number(run.mean_return),
-            _first_line(run.error, 50),
-        ]
-        for run in runs
-    ]
-    return _table(headers, rows, right={2, 3, 6, 7, 8, 9})
-
-
-def format_run_detail(detail: RunDetail) -> str:
-    """One run's details as plain text: facts, transitions and a few episodes."""
-    run, stats = detail.run, detail.episode_stats
-    facts = [
-        ("run", f"{run.uid} (id {run.id})"),
-        (
-            "experiment",
-            run.experiment + (f" ({detail.experiment_file})" if detail.experiment_file else ""),
-        ),
-        ("index", str(run.run_index)),
-        ("seed", _text(run.seed)),
-        ("status", run.status),
-        ("started", _local(run.started_at)),
-        ("ended", _local(run.ended_at)),
-        ("duration", _duration(run.duration)),
-        ("process", f"pid {_text(detail.pid)} on {_text(detail.hostname)}"),
-        ("episodes", f"{run.episodes} ({stats.count} recorded)"),
-        ("steps", f"{run.steps} ({detail.step_rows} step rows stored)"),
-        (
-            "mean return",
-            _number(stats.mean_return)
-            + (
-                f" (min {_number(stats.min_return)}, max {_number(stats.max_return)})"
-                if stats.count
-                else ""
-            ),
-        ),
-        ("mean length", _number(stats.mean_steps) + (" steps" if stats.count else "")),
-        ("digest", _text(detail.digest)),
-    ]
-    if run.status == "interrupted":
-        facts.append(("last seen", _local(detail.last_heartbeat)))
-    if run.error:
-        facts.append(("error", run.error.strip()))
-    width = max(len(name) for name, _ in facts)
-    lines = [f"{name.ljust(width)}  {value}" for name, value in facts]
-    lines += ["", "transitions"]
-    if detail.transitions:
-        table = _table(
-            ["SEQ", "AT", "FROM", "TO", "REASON"],
-            [
-                [
-                    str(t.seq),
-                    _local(t.at),
-                    _text(t.from_state),
-                    t.to_state,
-                    _first_line(t.reason, 60),
-                ]
-                for t in detail.transitions
-            ],
-            right={0},
-        )
-        lines += ["  " + line for line in table.splitlines()]
-    else:
-        lines.append("  none recorded")
-    shown = detail.first_episodes + detail.last_episodes
-    if detail.last_episodes:
-        title = (
-            f"episodes (first {len(detail.first_episodes)} and last "
-            f"{len(detail.last_episodes)} of {stats.count})"
-        )
-    else:
-        title = "episodes"
-    lines += ["", title]
-    if shown:
-        rows = [_episode_cells(ep) for ep in detail.first_episodes]
-        if detail.last_episodes:
-            rows.append(["..."] + [""] * 6)
-            rows += [_episode_cells(ep) for ep in detail.last_episodes]
-        table = _table(
-            ["ENVIRONMENT", "EPISODE", "STEPS", "RETURN", "END", "SEED", "RETURNS"],
-            rows,
-            right={1, 2, 3, 5},
-        )
-        lines += ["  " + line for line in table.splitlines()]
-    else:
-        lines.append("  none recorded")
-    return "\n".join(lines)
-
-
-def _episode_cells(ep: EpisodeSummary) -> list[str]:
-    end = "terminated" if ep.terminated else "truncated" if ep.truncated else "-"
-    returns = ", ".join(f"{k}={_number(v)}" for k, v in sorted(ep.returns.items()))
-    return [
-        ep.environment,
-        str(ep.episode),
-        str(ep.steps),
-        _number(ep.total_return),
-        end,
-        _text(ep.seed),
-        _first_line(returns, 60),
-    ]
-
-
-def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> str:
-    widths = [max(len(cells[i]) for cells in [headers, *rows]) for i in range(len(headers))]
-
-    def line(cells: list[str]) -> str:
-        parts = [
-            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
-            for i, cell in enumerate(cells)
-        ]
-        return "  ".join(parts).rstrip()
-
-    return "\n".join([line(headers), *(line(cells) for cells in rows)])
-
-
-def _text(value: Any) -> str:
-    return "-" if value is None else str(value)
-
-
-def _number(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.1f}"
-
-
-def _first_line(text: str | None, limit: int) -> str:
-    if not text:
-        return ""
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    return first if len(first) <= limit else first[: limit - 3] + "..."
-
-
-def _local(when: datetime | None) -> str:
-    return "-" if when is None else when.astimezone().strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    whole = int(seconds)
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"

@@ -5,11 +5,13 @@ The simulation's hot loop only appends to an in-memory queue. The writer thread 
 observations and actions, and writes everything it drained in one transaction. A process killed
 with SIGKILL therefore loses at most what it enqueued in the last interval (plus any backlog, if
 it produced faster than the database accepts); everything committed before stays readable.
+
+This module is the caller side. What runs on the writer thread is in
+:mod:`mosaic.store._writer_thread`, and the queued items and batches in :mod:`mosaic.store._batch`.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
 import threading
@@ -17,7 +19,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -26,108 +27,34 @@ import sqlalchemy as sa
 
 from mosaic.errors import StoreError
 from mosaic.store import schema
-from mosaic.store.url import StoreLocation, locate, open_engine
+from mosaic.store._batch import (
+    CALL,
+    EPISODE,
+    FINISH,
+    FLUSH,
+    STEPS,
+    STOP,
+    TRANSITION,
+    Encode,
+    StepRow,
+)
+from mosaic.store._writer_thread import (
+    HEARTBEAT_INTERVAL,
+    WriterStats,
+    WriterThreadMixin,
+    insert_returning_id,
+)
+from mosaic.store.url import StoreLocation, locate
 
 __all__ = ["HEARTBEAT_INTERVAL", "StepRow", "StoreWriter", "WriterStats"]
 
-log = logging.getLogger(__name__)
-
-StepRow = tuple[Any, ...]
-"""``(run_id, environment, episode, step, agent, slot, observation, action, reward, terminated,
-truncated)``; observation and action are raw Python/NumPy values, encoded by the writer thread."""
-
-Encode = Callable[[Any], bytes]
 T = TypeVar("T")
 
-# How often the writer refreshes ``runs.heartbeat_at`` of the runs it started and that are active.
-HEARTBEAT_INTERVAL = 30.0
 # Slice in which callers waiting on the writer re-check that its thread is still alive.
 _POLL = 0.05
 
-_STEPS, _TRANSITION, _EPISODE, _FINISH, _CALL, _FLUSH, _STOP = range(7)
 
-_next_seq = (
-    sa.select(sa.func.coalesce(sa.func.max(schema.transitions.c.seq), 0) + 1)
-    .where(schema.transitions.c.run_id == sa.bindparam("p_run"))
-    .scalar_subquery()
-)
-# The sequence number comes from the database, so it stays right whoever wrote the earlier ones.
-_INSERT_TRANSITION = sa.insert(schema.transitions).values(
-    run_id=sa.bindparam("p_run"),
-    seq=_next_seq,
-    from_state=sa.bindparam("p_from"),
-    to_state=sa.bindparam("p_to"),
-    reason=sa.bindparam("p_reason"),
-    at=sa.bindparam("p_at"),
-)
-_FINISH_RUN = (
-    sa.update(schema.runs)
-    .where(schema.runs.c.id == sa.bindparam("p_id"))
-    .values(
-        status=sa.bindparam("p_status"),
-        ended_at=sa.bindparam("p_ended"),
-        error=sa.bindparam("p_error"),
-        episodes=sa.bindparam("p_episodes"),
-        steps=sa.bindparam("p_steps"),
-        digest=sa.bindparam("p_digest"),
-        heartbeat_at=sa.bindparam("p_ended"),
-    )
-)
-
-
-@dataclass(frozen=True)
-class WriterStats:
-    """What the writer thread has done so far (exact; read from any thread)."""
-
-    steps_written: int = 0
-    episodes_written: int = 0
-    transitions_written: int = 0
-    runs_finished: int = 0
-    transactions: int = 0
-    rows_dropped: int = 0
-    errors: int = 0
-
-
-class _Batch:
-    """Everything drained since the last commit, converted to statement parameters.
-
-    ``units`` keeps one entry per queued item so that a batch refused for a constraint can be
-    retried item by item, losing only the offending items.
-    """
-
-    __slots__ = ("episodes", "finishes", "steps", "transitions", "units")
-
-    def __init__(self) -> None:
-        self.steps: list[tuple[Any, ...]] = []
-        self.transitions: list[dict[str, Any]] = []
-        self.episodes: list[dict[str, Any]] = []
-        self.finishes: list[dict[str, Any]] = []
-        self.units: list[tuple[int, Any]] = []
-
-    def add(self, kind: int, params: Any) -> None:
-        self.units.append((kind, params))
-        if kind == _STEPS:
-            self.steps.extend(params)
-        elif kind == _TRANSITION:
-            self.transitions.append(params)
-        elif kind == _EPISODE:
-            self.episodes.append(params)
-        else:
-            self.finishes.append(params)
-
-    def rows(self) -> int:
-        return len(self.steps) + len(self.transitions) + len(self.episodes) + len(self.finishes)
-
-    def split(self) -> list[_Batch]:
-        parts = []
-        for kind, params in self.units:
-            part = _Batch()
-            part.add(kind, params)
-            parts.append(part)
-        return parts
-
-
-class StoreWriter:
+class StoreWriter(WriterThreadMixin):
     """Writes a run's records to the store from one daemon thread, off the hot loop.
 
     ``url_or_path`` is a SQLite file path (parent directories are created on :meth:`start`) or a
@@ -185,11 +112,6 @@ class StoreWriter:
     # -- lifecycle ---------------------------------------------------------------------------
 
     @property
-    def location(self) -> str:
-        """The store's file path or URL (password hidden)."""
-        return self._location.describe()
-
-    @property
     def queued(self) -> int:
         """How many calls are enqueued and not yet taken up by the writer thread."""
         return len(self._queue)
@@ -218,7 +140,7 @@ class StoreWriter:
         self._thread.start()
         if not self._ready.wait(timeout):
             self._closed = True
-            self._queue.append((_STOP, None))
+            self._queue.append((STOP, None))
             self._wake.set()
             raise StoreError(f"store {self.location} did not open within {timeout} s")
         if self._startup_error is not None:
@@ -245,7 +167,7 @@ class StoreWriter:
         if thread is None:
             return
         if first:
-            self._queue.append((_STOP, None))
+            self._queue.append((STOP, None))
             self._wake.set()
         thread.join(timeout)
         if thread.is_alive():
@@ -284,7 +206,7 @@ class StoreWriter:
                 return True
             raise StoreError("the store writer thread has stopped")
         done: Future[None] = Future()
-        self._queue.append((_FLUSH, done))
+        self._queue.append((FLUSH, done))
         self._wake.set()
         try:
             self._await(done, timeout)
@@ -311,11 +233,7 @@ class StoreWriter:
         }
 
         def insert(conn: sa.Connection) -> int:
-            result = conn.execute(sa.insert(schema.experiments).values(**row))
-            key = result.inserted_primary_key
-            if key is None:  # pragma: no cover - every supported database returns it
-                raise StoreError("the database returned no id for the experiment")
-            return int(key[0])
+            return insert_returning_id(conn, schema.experiments, row, "experiment")
 
         return self._call(insert, timeout, f"recording experiment {uid!r}")
 
@@ -341,11 +259,7 @@ class StoreWriter:
         }
 
         def insert(conn: sa.Connection) -> int:
-            result = conn.execute(sa.insert(schema.runs).values(**row))
-            key = result.inserted_primary_key
-            if key is None:  # pragma: no cover - every supported database returns it
-                raise StoreError("the database returned no id for the run")
-            run_id = int(key[0])
+            run_id = insert_returning_id(conn, schema.runs, row, "run")
             self._active_runs.add(run_id)
             return run_id
 
@@ -361,7 +275,7 @@ class StoreWriter:
         """
         if self._closed:
             raise StoreError("the store writer is closed")
-        self._queue.append((_STEPS, rows))
+        self._queue.append((STEPS, rows))
         pending = self._pending_rows + len(rows)
         self._pending_rows = pending
         if pending >= self._batch_rows and not self._wake.is_set():
@@ -383,7 +297,7 @@ class StoreWriter:
             "p_reason": reason,
             "p_at": time.time(),
         }
-        self._queue.append((_TRANSITION, params))
+        self._queue.append((TRANSITION, params))
 
     def record_episode(
         self,
@@ -405,7 +319,7 @@ class StoreWriter:
             raise StoreError("the store writer is closed")
         self._queue.append(
             (
-                _EPISODE,
+                EPISODE,
                 (
                     run_id,
                     environment,
@@ -449,7 +363,7 @@ class StoreWriter:
             "p_steps": int(steps),
             "p_digest": digest,
         }
-        self._queue.append((_FINISH, params))
+        self._queue.append((FINISH, params))
 
     # -- caller side helpers -----------------------------------------------------------------
 
@@ -461,7 +375,7 @@ class StoreWriter:
             raise StoreError(f"{what}: the store writer is closed")
         self._raise_pending()
         result: Future[T] = Future()
-        self._queue.append((_CALL, (fn, result, what)))
+        self._queue.append((CALL, (fn, result, what)))
         self._wake.set()
         try:
             return self._await(result, timeout)
@@ -492,301 +406,6 @@ class StoreWriter:
             error, self._error = self._error, None
         if error is not None:
             raise error
-
-    def _record_error(self, exc: BaseException, context: str, dropped: int = 0) -> None:
-        error = StoreError(f"{context}: {_describe(exc)}")
-        error.__cause__ = exc
-        with self._lock:
-            s = self._stats
-            self._stats = _bump(s, rows_dropped=s.rows_dropped + dropped, errors=s.errors + 1)
-            first = self._error is None
-            if first:
-                self._error = error
-        if first:
-            log.error("store %s: %s", self.location, error)
-        else:
-            log.debug("store %s: %s", self.location, error)
-
-    # -- writer thread -----------------------------------------------------------------------
-
-    def _main(self, encode: Encode) -> None:
-        engine: sa.Engine | None = None
-        try:
-            engine = open_engine(self._location, write=True)
-            with engine.begin() as conn:
-                schema.ensure_schema(conn)
-            if self._location.is_sqlite:
-                # The driver's executemany, on the statement SQLAlchemy compiles for this table,
-                # is several times faster than Core's per-row parameter processing.
-                compiled = sa.insert(schema.steps).compile(
-                    dialect=engine.dialect, column_keys=list(schema.STEP_COLUMNS)
-                )
-                if tuple(compiled.positiontup or ()) != schema.STEP_COLUMNS:
-                    raise StoreError("unexpected column order in the compiled steps insert")
-                self._steps_sql = str(compiled)
-        except Exception as exc:
-            if engine is not None:
-                engine.dispose()
-            if isinstance(exc, StoreError):
-                self._startup_error = exc
-            else:
-                self._startup_error = StoreError(
-                    f"cannot open store {self.location}: {_describe(exc)}"
-                )
-                self._startup_error.__cause__ = exc
-            self._ready.set()
-            return
-        self._ready.set()
-        try:
-            self._loop(engine, encode)
-        except BaseException as exc:  # a defect here must still release every waiter
-            log.exception("store %s: the writer thread failed", self.location)
-            self._record_error(exc, "the store writer thread failed")
-        finally:
-            self._release_waiters()
-            engine.dispose()
-
-    def _loop(self, engine: sa.Engine, encode: Encode) -> None:
-        next_heartbeat = time.monotonic() + HEARTBEAT_INTERVAL
-        while True:
-            self._wake.wait(self._flush_interval)
-            self._wake.clear()
-            stop = self._drain(engine, encode)
-            if stop:
-                return
-            if time.monotonic() >= next_heartbeat:
-                next_heartbeat = time.monotonic() + HEARTBEAT_INTERVAL
-                self._heartbeat(engine)
-
-    def _drain(self, engine: sa.Engine, encode: Encode) -> bool:
-        items = []
-        queue = self._queue
-        try:
-            while True:
-                items.append(queue.popleft())
-        except IndexError:
-            pass
-        self._pending_rows = 0
-        batch = _Batch()
-        flushed: list[Future[None]] = []
-        stop = False
-        for kind, payload in items:
-            if kind == _STEPS:
-                params = self._step_params(payload, encode)
-                if params:
-                    batch.add(_STEPS, params)
-            elif kind == _TRANSITION:
-                batch.add(kind, payload)
-            elif kind == _EPISODE:
-                episode = self._episode_params(payload)
-                if episode is not None:
-                    batch.add(kind, episode)
-            elif kind == _FINISH:
-                self._active_runs.discard(payload["p_id"])
-                batch.add(kind, payload)
-            elif kind == _CALL:
-                # A synchronous call gets its own transaction so that its failure (say, a
-                # duplicate run uid) is its caller's alone.
-                self._commit(engine, batch)
-                batch = _Batch()
-                self._run_call(engine, *payload)
-            elif kind == _FLUSH:
-                flushed.append(payload)
-            else:
-                stop = True
-        self._commit(engine, batch)
-        for done in flushed:
-            if done.set_running_or_notify_cancel():  # False: its caller stopped waiting
-                done.set_result(None)
-        return stop
-
-    def _step_params(self, rows: Sequence[StepRow], encode: Encode) -> list[tuple[Any, ...]]:
-        try:
-            return [
-                (
-                    int(run),
-                    env,
-                    int(ep),
-                    int(st),
-                    agent,
-                    slot,
-                    encode(obs),
-                    encode(act),
-                    float(rew),
-                    bool(term),
-                    bool(trunc),
-                )
-                for run, env, ep, st, agent, slot, obs, act, rew, term, trunc in rows
-            ]
-        except Exception:
-            pass  # some row is bad: redo row by row below to keep the others
-        # Keep the good rows; report the bad ones once, with the first reason.
-        params = []
-        bad: list[tuple[int, Exception]] = []
-        for index, row in enumerate(rows):
-            try:
-                run, env, ep, st, agent, slot, obs, act, rew, term, trunc = row
-                params.append(
-                    (
-                        int(run),
-                        env,
-                        int(ep),
-                        int(st),
-                        agent,
-                        slot,
-                        encode(obs),
-                        encode(act),
-                        float(rew),
-                        bool(term),
-                        bool(trunc),
-                    )
-                )
-            except Exception as exc:
-                bad.append((index, exc))
-        if bad:
-            index, first = bad[0]
-            self._record_error(
-                first,
-                f"{len(bad)} of {len(rows)} step rows cannot be stored (first: row {index})",
-                len(bad),
-            )
-        return params
-
-    def _episode_params(self, payload: tuple[Any, ...]) -> dict[str, Any] | None:
-        try:
-            run, env, ep, steps, total, returns, term, trunc, seed = payload
-            return {
-                "run_id": int(run),
-                "environment": env,
-                "episode": int(ep),
-                "steps": int(steps),
-                "total_return": None if total is None else float(total),
-                "returns": {str(k): float(v) for k, v in dict(returns).items()},
-                "terminated": bool(term),
-                "truncated": bool(trunc),
-                "seed": None if seed is None else int(seed),
-            }
-        except Exception as exc:
-            self._record_error(exc, "an episode record cannot be stored", 1)
-            return None
-
-    def _commit(self, engine: sa.Engine, batch: _Batch) -> None:
-        if not batch.units:
-            return
-        try:
-            with engine.begin() as conn:
-                self._write(conn, batch)
-        except sa.exc.IntegrityError as exc:
-            if len(batch.units) == 1:
-                self._record_error(exc, "a record violates a constraint", batch.rows())
-                return
-            # Retry item by item so that only the offending records are lost.
-            for part in batch.split():
-                try:
-                    with engine.begin() as conn:
-                        self._write(conn, part)
-                except Exception as part_exc:
-                    self._record_error(part_exc, "a record cannot be written", part.rows())
-                else:
-                    self._count(part)
-        except Exception as exc:
-            self._record_error(exc, f"writing {batch.rows()} records failed", batch.rows())
-        else:
-            self._count(batch)
-
-    def _write(self, conn: sa.Connection, batch: _Batch) -> None:
-        # Runs and their children first, run ends last: a run is never seen finished without
-        # the steps that were enqueued before its end.
-        if batch.transitions:
-            conn.execute(_INSERT_TRANSITION, batch.transitions)
-        if batch.steps:
-            if self._steps_sql is not None:
-                conn.exec_driver_sql(self._steps_sql, batch.steps)
-            else:
-                keys = schema.STEP_COLUMNS
-                conn.execute(
-                    sa.insert(schema.steps),
-                    [dict(zip(keys, row, strict=True)) for row in batch.steps],
-                )
-        if batch.episodes:
-            conn.execute(sa.insert(schema.episodes), batch.episodes)
-        if batch.finishes:
-            result = conn.execute(_FINISH_RUN, batch.finishes)
-            if conn.dialect.supports_sane_multi_rowcount and result.rowcount < len(batch.finishes):
-                # Reported, not raised: rolling back would lose the batch for a caller's slip.
-                ids = sorted({p["p_id"] for p in batch.finishes})
-                self._record_error(
-                    StoreError(f"no such run among ids {ids}"), "run_finished was not recorded"
-                )
-
-    def _count(self, batch: _Batch) -> None:
-        with self._lock:
-            s = self._stats
-            self._stats = _bump(
-                s,
-                steps_written=s.steps_written + len(batch.steps),
-                episodes_written=s.episodes_written + len(batch.episodes),
-                transitions_written=s.transitions_written + len(batch.transitions),
-                runs_finished=s.runs_finished + len(batch.finishes),
-                transactions=s.transactions + 1,
-            )
-
-    def _run_call(
-        self,
-        engine: sa.Engine,
-        fn: Callable[[sa.Connection], Any],
-        result: Future[Any],
-        what: str,
-    ) -> None:
-        if not result.set_running_or_notify_cancel():
-            return  # the caller gave up waiting
-        try:
-            with engine.begin() as conn:
-                value = fn(conn)
-        except Exception as exc:
-            error = StoreError(f"{what}: {_describe(exc)}")
-            error.__cause__ = exc
-            result.set_exception(error)
-        else:
-            result.set_result(value)
-
-    def _heartbeat(self, engine: sa.Engine) -> None:
-        if not self._active_runs:
-            return
-        try:
-            with engine.begin() as conn:
-                conn.execute(
-                    sa.update(schema.runs)
-                    .where(schema.runs.c.id.in_(sorted(self._active_runs)))
-                    .where(schema.runs.c.status == "running")
-                    .values(heartbeat_at=time.time())
-                )
-        except Exception as exc:
-            self._record_error(exc, "refreshing the run heartbeat failed")
-
-    def _release_waiters(self) -> None:
-        """On thread exit, answer every waiter still queued so that nobody waits in vain."""
-        while True:
-            try:
-                kind, payload = self._queue.popleft()
-            except IndexError:
-                return
-            waiter = payload if kind == _FLUSH else payload[1] if kind == _CALL else None
-            if waiter is not None and waiter.set_running_or_notify_cancel():
-                waiter.set_exception(StoreError("the store writer thread has stopped"))
-
-
-def _bump(stats: WriterStats, **changes: int) -> WriterStats:
-    return WriterStats(**{**stats.__dict__, **changes})
-
-
-def _describe(exc: BaseException) -> str:
-    """A one-line description; SQLAlchemy's own text repeats the SQL and parameters."""
-    if isinstance(exc, sa.exc.DBAPIError) and exc.orig is not None:
-        return f"{type(exc.orig).__name__}: {exc.orig}"
-    if isinstance(exc, StoreError):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}"
 
 
 def _default_encode() -> Encode:

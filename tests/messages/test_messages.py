@@ -109,6 +109,8 @@ SCHEMA: dict[str, tuple[type, tuple[str, ...]]] = {
     "MuscleShutdownResponse": (Response, ("muscle_uid",)),
     "BrainShutdownRequest": (Request, ("muscle_uid",)),
     "BrainShutdownResponse": (Response, ("brain_uid", "remaining")),
+    "BrainCheckpointRequest": (Request, ("muscle_uid", "episodes")),
+    "BrainCheckpointResponse": (Response, ("brain_uid", "path")),
     "EnvironmentConductorShutdownRequest": (Request, ("run_uid",)),
     "EnvironmentConductorShutdownResponse": (Response, ("run_uid", "killed")),
     "AgentConductorShutdownRequest": (Request, ("run_uid",)),

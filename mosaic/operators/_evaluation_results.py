@@ -1,0 +1,93 @@
+"""What an evaluation run (Script or Manual mode) produced: per episode, operator and run."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """One finished episode of one operator."""
+
+    operator_id: str
+    episode_index: int
+    seed: int
+    total_reward: float
+    length: int
+    terminated: bool
+    truncated: bool
+    ended_by: str = "environment"
+
+
+@dataclass(frozen=True)
+class OperatorFailure:
+    """Why an operator stopped early. ``cause`` is one of ``crashed`` (the worker exited),
+    ``timeout`` (silent past its timeout), ``protocol`` (a malformed reply), ``error`` (an
+    ``error`` reply) or ``launch`` (the worker could not be started)."""
+
+    operator_id: str
+    phase: str
+    cause: str
+    message: str
+    episode_index: int | None = None
+    seed: int | None = None
+    step_index: int | None = None
+    exit_code: int | None = None
+
+
+@dataclass
+class OperatorResult:
+    """Everything one operator did in a run."""
+
+    operator_id: str
+    display_name: str
+    episodes: list[EpisodeResult] = field(default_factory=list)
+    failure: OperatorFailure | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.failure is not None
+
+    @property
+    def episodes_done(self) -> int:
+        return len(self.episodes)
+
+    @property
+    def returns(self) -> list[float]:
+        return [episode.total_reward for episode in self.episodes]
+
+    @property
+    def mean_return(self) -> float:
+        """Mean episode return; NaN with no finished episode."""
+        return statistics.fmean(self.returns) if self.episodes else math.nan
+
+    @property
+    def std_return(self) -> float:
+        """Population standard deviation of the returns (0 for one episode, NaN for none)."""
+        return statistics.pstdev(self.returns) if self.episodes else math.nan
+
+    @property
+    def mean_length(self) -> float:
+        return statistics.fmean(e.length for e in self.episodes) if self.episodes else math.nan
+
+
+@dataclass
+class ScriptResult:
+    """The outcome of :func:`run_script`: per-operator results in file order."""
+
+    uid: str
+    telemetry_path: Path
+    episodes_planned: int
+    operators: dict[str, OperatorResult]
+
+    @property
+    def ok(self) -> bool:
+        """True when no operator failed."""
+        return not any(result.failed for result in self.operators.values())
+
+    @property
+    def failures(self) -> list[OperatorFailure]:
+        return [r.failure for r in self.operators.values() if r.failure is not None]

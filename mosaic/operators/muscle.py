@@ -1,0 +1,531 @@
+"""OperatorMuscle: an agent of an experiment whose actions come from an Operator.
+
+This is how an LLM, a scripted baseline or a trained policy served by a worker plays in an
+experiment: the experiment's environment actor owns the environment, and the operator only
+chooses actions (agent mode). In the experiment file::
+
+    agents:
+      - uid: player
+        muscle:
+          class: mosaic.operators:OperatorMuscle
+          params:
+            operator: {class: random}          # or one of the forms below
+            timeout: 10                        # seconds per operator call
+
+``params.operator`` takes one of two forms.
+
+*In process*, with ``class``: an import path ``package.module:Factory`` of a class or function
+that returns an object satisfying :class:`~mosaic.operators.Operator`, or a built-in shorthand:
+``random`` (uniform over the legal actions, seeded by the muscle), ``passive`` (always the no-op)
+or ``scripted`` with ``function: package.module:fn`` (``fn(observation, legal_actions)``). The
+factory is called with ``params`` as keyword arguments, plus those of ``action_space``,
+``observation_space``, ``seed`` and ``operator_id`` that its signature names and ``params`` do not
+set.
+
+*As a worker subprocess*, with ``type`` (``llm``, ``random``, ``rl``, ``scripted``, ``passive``,
+``human`` or ``command``): ``settings`` are the worker's options (the table in
+:mod:`mosaic.operators.launcher`), ``command`` the argv of a ``command`` worker, and ``task``
+(e.g. ``FrozenLake-v1``) and ``env_name`` name the game to the worker (the LLM worker puts them in
+its prompt; ``env_name`` defaults to the environment's uid). The worker is started by
+:class:`~mosaic.operators.OperatorLauncher` in :meth:`OperatorMuscle.setup` and receives
+``init_agent`` for its slot; per episode it gets ``reset`` and per step ``select_action``.
+
+Both forms take ``id`` (default: the agent's uid) and ``name``. Each slot of the muscle gets an
+operator of its own (one worker each); with several slots their ids are ``<id>.<slot>``.
+
+Other keys of ``params``: ``timeout`` (seconds per operator call: 30 for ``llm`` workers, else
+10), ``start_timeout`` (seconds to start a worker and get its ``agent_ready``, default 10),
+``stop_timeout`` (seconds to stop a worker, default 3) and ``noop_action`` (the action used when
+the operator answers ``None``). Keys it does not know are ignored, since an agent's ``params`` are
+shared with its brain; unknown keys inside ``operator`` are errors. Keep ``timeout`` below the
+experiment's ``timeouts.step`` so that the operator's own error, not a step timeout, ends the run.
+
+Legal actions: the environment's action mask of a ``Discrete`` slot is passed to the operator as
+the list of legal actions; masks of other spaces are not passed on.
+
+Failure: whatever goes wrong in an operator (a worker that times out, exits, sends garbage or
+answers ``error``; an in-process operator that raises; an action outside the slot's action space)
+is raised as :class:`OperatorError`, which names the operator and the cause. Raised from
+:meth:`~OperatorMuscle.act`, it fails the run with that message.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from mosaic.agents import Muscle, MuscleContext, Slot
+from mosaic.errors import MosaicError
+from mosaic.operators.config import OPERATOR_TYPES, OperatorConfig
+from mosaic.operators.handle import OperatorProcessHandle
+from mosaic.operators.launcher import OperatorLauncher
+from mosaic.operators.operator import (
+    EpisodeSummary,
+    Operator,
+    PassiveOperator,
+    RandomOperator,
+    ScriptedOperator,
+)
+from mosaic.operators.runtime import noop_action
+
+__all__ = [
+    "BUILTIN_OPERATORS",
+    "DEFAULT_LLM_TIMEOUT_S",
+    "DEFAULT_START_TIMEOUT_S",
+    "DEFAULT_STOP_TIMEOUT_S",
+    "DEFAULT_TIMEOUT_S",
+    "OperatorError",
+    "OperatorMuscle",
+]
+
+log = logging.getLogger(__name__)
+
+#: Seconds per operator call, unless ``params.timeout`` says otherwise (LLM workers: below).
+DEFAULT_TIMEOUT_S = 10.0
+#: Seconds per call of an ``llm`` worker: one chat completion per action.
+DEFAULT_LLM_TIMEOUT_S = 30.0
+#: Seconds to start a worker and receive its ``agent_ready``.
+DEFAULT_START_TIMEOUT_S = 10.0
+#: Seconds to stop a worker (stop command, EOF, SIGTERM, SIGKILL; see the handle's ``stop``).
+DEFAULT_STOP_TIMEOUT_S = 3.0
+#: Share of ``timeout`` an LLM worker may spend on one HTTP socket operation (unless its
+#: ``settings.timeout`` is given): a slow endpoint then gets the worker's fallback action in time,
+#: rather than failing the run on the muscle's timeout.
+LLM_HTTP_SHARE = 0.45
+#: The in-process shorthands accepted as ``operator.class``.
+BUILTIN_OPERATORS = ("random", "passive", "scripted")
+
+_SEED_BOUND = 2**31 - 1
+_IN_PROCESS_KEYS = frozenset({"class", "params", "function", "id", "name"})
+_WORKER_KEYS = frozenset({"type", "settings", "command", "task", "env_name", "id", "name"})
+_INJECTED = ("action_space", "observation_space", "seed", "operator_id")
+
+
+class OperatorError(MosaicError):
+    """An operator failed: it could not start, reset or choose an action, or chose a bad one.
+
+    ``operator_id`` names the operator, ``phase`` what it was doing, ``cause`` what went wrong
+    (for a worker, the handle's account: timeout, exit code and stderr tail, or the bad line).
+    """
+
+    def __init__(self, operator_id: str, description: str, phase: str, cause: str) -> None:
+        self.operator_id = operator_id
+        self.description = description
+        self.phase = phase
+        self.cause = cause
+        super().__init__(f"operator {operator_id!r} ({description}) failed to {phase}: {cause}")
+
+
+def _cause(error: BaseException) -> str:
+    return str(error) if isinstance(error, MosaicError) else f"{type(error).__name__}: {error}"
+
+
+def _seconds(params: Mapping[str, Any], key: str, default: float) -> float:
+    value = params.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise MosaicError(f"OperatorMuscle params.{key} must be a number of seconds > 0; "
+                          f"got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """``params.operator``, checked."""
+
+    operator_id: str
+    name: str
+    kind: str  # "worker" or "in_process"
+    target: str  # the worker type, or the class path / shorthand
+    params: Mapping[str, Any] = field(default_factory=dict)
+    function: str | None = None
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    command: tuple[str, ...] | None = None
+    task: str | None = None
+    env_name: str | None = None
+
+    @property
+    def description(self) -> str:
+        if self.kind == "worker":
+            return f"{self.target} worker"
+        return f"in-process {self.target}"
+
+
+def _parse_spec(raw: Any, default_id: str) -> _Spec:
+    """Check ``params.operator``; raises MosaicError naming the key that is wrong."""
+    where = "OperatorMuscle params.operator"
+    if isinstance(raw, str):
+        raw = {"class": raw}
+    if not isinstance(raw, Mapping):
+        raise MosaicError(f"{where} must be a mapping with 'class' (an in-process operator) or "
+                          f"'type' (a worker operator); got {raw!r}")
+    if ("class" in raw) == ("type" in raw):
+        raise MosaicError(f"{where} needs exactly one of 'class' (an in-process operator) and "
+                          f"'type' (a worker operator); got keys {sorted(raw)}")
+    allowed = _IN_PROCESS_KEYS if "class" in raw else _WORKER_KEYS
+    unknown = sorted(set(raw) - allowed)
+    if unknown:
+        raise MosaicError(f"{where} does not take {unknown}; expected some of {sorted(allowed)}")
+    operator_id = raw.get("id", default_id)
+    if not isinstance(operator_id, str) or not operator_id:
+        raise MosaicError(f"{where}.id must be a non-empty text; got {operator_id!r}")
+    name = raw.get("name", operator_id)
+    if not isinstance(name, str):
+        raise MosaicError(f"{where}.name must be a text; got {name!r}")
+    if "class" in raw:
+        return _parse_in_process(raw, operator_id, name, where)
+    return _parse_worker(raw, operator_id, name, where)
+
+
+def _parse_in_process(raw: Mapping[str, Any], operator_id: str, name: str, where: str) -> _Spec:
+    target = raw["class"]
+    if not isinstance(target, str) or not (target in BUILTIN_OPERATORS or ":" in target):
+        raise MosaicError(f"{where}.class must be one of {', '.join(BUILTIN_OPERATORS)} or an "
+                          f"import path 'package.module:Factory'; got {target!r}")
+    params = raw.get("params") or {}
+    if not isinstance(params, Mapping):
+        raise MosaicError(f"{where}.params must be a mapping; got {params!r}")
+    function = raw.get("function")
+    if (target == "scripted") != (function is not None):
+        raise MosaicError(f"{where}.function (an import path 'package.module:fn') goes with "
+                          f"class 'scripted', and only with it")
+    if function is not None and not isinstance(function, str):
+        raise MosaicError(f"{where}.function must be an import path text; got {function!r}")
+    if target in BUILTIN_OPERATORS and params:
+        raise MosaicError(f"{where}.params: the built-in {target!r} operator takes no params")
+    return _Spec(operator_id, name, "in_process", target, dict(params), function=function)
+
+
+def _parse_worker(raw: Mapping[str, Any], operator_id: str, name: str, where: str) -> _Spec:
+    kind = raw["type"]
+    if kind not in OPERATOR_TYPES:
+        raise MosaicError(f"{where}.type must be one of {', '.join(OPERATOR_TYPES)}; "
+                          f"got {kind!r}")
+    settings = raw.get("settings") or {}
+    if not isinstance(settings, Mapping):
+        raise MosaicError(f"{where}.settings must be a mapping; got {settings!r}")
+    command = raw.get("command")
+    if command is not None and (isinstance(command, str) or not isinstance(command, Sequence)):
+        raise MosaicError(f"{where}.command must be a list of argv texts; got {command!r}")
+    if (kind == "command") != (command is not None):
+        raise MosaicError(f"{where}.command (the worker's argv) goes with type 'command', "
+                          "and only with it")
+    for key in ("task", "env_name"):
+        if raw.get(key) is not None and not isinstance(raw[key], str):
+            raise MosaicError(f"{where}.{key} must be a text; got {raw[key]!r}")
+    return _Spec(operator_id, name, "worker", kind, settings=dict(settings),
+                 command=tuple(command) if command is not None else None,
+                 task=raw.get("task"), env_name=raw.get("env_name"))
+
+
+class _AgentWorker:
+    """A worker in agent mode behind the Operator protocol, for one slot.
+
+    Unlike :class:`~mosaic.operators.WorkerOperator` it tells the worker which game it plays
+    (``env_name``/``task`` of ``init_agent``, which the LLM worker puts in its prompt), starts it
+    eagerly in :meth:`start`, and keeps the ``tokens`` of the last reply. Every call waits at most
+    ``timeout`` seconds and raises the handle's ``WorkerError`` subclasses unchanged.
+    """
+
+    def __init__(self, handle: OperatorProcessHandle, operator_id: str, name: str,
+                 player_id: str, timeout: float) -> None:
+        self.handle = handle
+        self._id = operator_id
+        self._name = name
+        self._player_id = player_id
+        self._timeout = timeout
+        self.tokens: Mapping[str, Any] | None = None
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def start(self, env_name: str | None, task: str | None, settings: Mapping[str, Any],
+              timeout: float) -> None:
+        """``init_agent``; the timeout also covers the worker's start-up."""
+        self.handle.init_agent(self._player_id, env_name, task, settings, timeout)
+
+    def reset(self, seed: int | None = None) -> None:
+        self.handle.reset(seed, self._timeout)
+
+    def select_action(self, observation: Any, legal_actions: Sequence[Any] | None = None) -> Any:
+        reply = self.handle.select_action(
+            observation, legal_actions=list(legal_actions) if legal_actions is not None else None,
+            player_id=self._player_id, timeout=self._timeout)
+        tokens = reply.get("tokens")
+        if isinstance(tokens, Mapping):
+            self.tokens = tokens
+        return reply["action"]
+
+    def on_step_result(self, observation: Any, action: Any, reward: float, terminated: bool,
+                       truncated: bool) -> None:
+        return None  # agent mode has no command for it: the driver owns the episode
+
+
+@dataclass
+class _Lane:
+    """One slot and its operator, with the bookkeeping of the current episode."""
+
+    slot: str
+    space: Any
+    operator: Operator
+    description: str
+    worker: _AgentWorker | None = None
+    last_action: Any = None
+    episode: int = -1
+    steps: int = 0
+    total_reward: float = 0.0
+
+    def error(self, phase: str, error: BaseException) -> OperatorError:
+        description = self.description
+        if self.worker is not None:
+            description += f", pid {self.worker.handle.pid}"
+        return OperatorError(self.operator.id, description, phase, _cause(error))
+
+
+class OperatorMuscle(Muscle):
+    """A muscle whose actions come from an Operator (see the module docstring for params).
+
+    ``setup`` builds one operator per slot; worker operators are launched there and must answer
+    ``agent_ready`` within ``start_timeout``, else the workers already started are stopped and
+    :class:`OperatorError` is raised. ``reset`` resets every operator with a seed drawn from the
+    muscle's ``context.rng``, so the same run seed gives the same seeds. ``act`` asks the slot's
+    operator, waiting at most ``timeout`` seconds for a worker; ``None`` becomes
+    ``params.noop_action`` if given, else the space's no-op (for a ``Discrete`` space its start,
+    0, or the first legal action when 0 is not legal; zeros for ``Box``; see
+    :func:`mosaic.operators.runtime.noop_action`). ``feedback`` forwards to ``on_step_result``
+    and, when the episode ended, to the optional ``on_episode_end`` hook; it returns no experience.
+    ``teardown`` stops every worker, each within ``stop_timeout`` (stop command, EOF, SIGTERM,
+    SIGKILL), and never raises. Every operator failure raises :class:`OperatorError`.
+    """
+
+    def __init__(self) -> None:
+        self._lanes: dict[str, _Lane] = {}
+        self._noop: Any = None
+        self._has_noop = False
+        self._stop_timeout = DEFAULT_STOP_TIMEOUT_S
+
+    def setup(self, context: MuscleContext) -> None:
+        """Build (and for workers, launch) one operator per slot; see the class docstring.
+
+        Raises MosaicError for bad params and :class:`OperatorError` when an operator cannot be
+        built or a worker does not start in time; nothing is left running then.
+        """
+        super().setup(context)
+        params = context.params
+        spec = _parse_spec(params.get("operator"), context.agent)
+        default = DEFAULT_LLM_TIMEOUT_S if spec.target == "llm" else DEFAULT_TIMEOUT_S
+        timeout = _seconds(params, "timeout", default)
+        start_timeout = _seconds(params, "start_timeout", DEFAULT_START_TIMEOUT_S)
+        self._stop_timeout = _seconds(params, "stop_timeout", DEFAULT_STOP_TIMEOUT_S)
+        self._has_noop = "noop_action" in params
+        self._noop = params.get("noop_action")
+        slots = sorted(context.slots.items())
+        try:
+            for uid, slot in slots:
+                operator_id = spec.operator_id if len(slots) == 1 else f"{spec.operator_id}.{uid}"
+                seed = int(context.rng.integers(_SEED_BOUND))
+                if spec.kind == "worker":
+                    lane = self._launch(spec, operator_id, slot, timeout)
+                else:
+                    lane = self._build(spec, operator_id, slot, seed)
+                self._lanes[uid] = lane
+            for uid, slot in slots:  # launched together above, so their start-ups overlap
+                lane = self._lanes[uid]
+                if lane.worker is not None:
+                    self._start(lane, lane.worker, spec, slot, start_timeout)
+        except BaseException:
+            self.teardown()
+            raise
+
+    def _build(self, spec: _Spec, operator_id: str, slot: Slot, seed: int) -> _Lane:
+        description = spec.description
+        try:
+            operator = _make_in_process(spec, operator_id, slot, seed)
+        except Exception as error:
+            raise OperatorError(operator_id, description, "start", _cause(error)) from error
+        missing = [m for m in ("id", "name", "select_action", "reset", "on_step_result")
+                   if not hasattr(operator, m)]
+        if missing:
+            raise OperatorError(operator_id, description, "start",
+                                f"{spec.target} returned a {type(operator).__name__}, which is "
+                                f"not an Operator: it lacks {', '.join(missing)}")
+        return _Lane(slot.uid, slot.action_space, operator, description)
+
+    def _launch(self, spec: _Spec, operator_id: str, slot: Slot, timeout: float) -> _Lane:
+        settings = dict(spec.settings)
+        if spec.target == "llm" and "timeout" not in settings:
+            settings["timeout"] = round(timeout * LLM_HTTP_SHARE, 3)
+        description = spec.description
+        try:
+            config = OperatorConfig.single_agent(
+                operator_id, spec.target, operator_id, spec.name,
+                env_name=spec.env_name or self.context.environment, task="", settings=settings,
+                command=spec.command)
+            handle = OperatorLauncher().launch(config)
+        except (MosaicError, ValueError) as error:
+            raise OperatorError(operator_id, description, "start", _cause(error)) from error
+        worker = _AgentWorker(handle, operator_id, spec.name, slot.uid, timeout)
+        return _Lane(slot.uid, slot.action_space, worker, description, worker=worker)
+
+    def _start(self, lane: _Lane, worker: _AgentWorker, spec: _Spec, slot: Slot,
+               timeout: float) -> None:
+        settings: dict[str, Any] = {}
+        space = slot.action_space
+        if isinstance(space, spaces.Discrete) and int(space.start) == 0:
+            settings["n_actions"] = int(space.n)
+        try:
+            worker.start(spec.env_name or self.context.environment, spec.task, settings, timeout)
+        except MosaicError as error:
+            raise lane.error("start", error) from error
+
+    def reset(self) -> None:
+        """Reset every operator with a seed from ``context.rng``; raises OperatorError."""
+        rng = self.context.rng
+        for uid in sorted(self._lanes):
+            lane = self._lanes[uid]
+            seed = int(rng.integers(_SEED_BOUND))
+            lane.episode += 1
+            lane.steps, lane.total_reward, lane.last_action = 0, 0.0, None
+            try:
+                lane.operator.reset(seed)
+            except Exception as error:
+                raise lane.error("reset", error) from error
+
+    def act(self, slot: str, observation: Any, legal_actions: Any = None) -> Any:
+        """The operator's action for ``slot``; ``legal_actions`` is the environment's mask.
+
+        Waits at most ``timeout`` seconds for a worker. Raises OperatorError when the operator
+        fails or chooses an action outside the slot's action space.
+        """
+        lane = self._lanes[slot]
+        space = lane.space
+        legal = None
+        if legal_actions is not None and isinstance(space, spaces.Discrete):
+            start = int(space.start)
+            legal = [start + int(i) for i in np.flatnonzero(np.asarray(legal_actions))]
+        try:
+            action = lane.operator.select_action(observation, legal)
+        except Exception as error:
+            raise lane.error(f"select an action for slot {slot!r}", error) from error
+        if action is None:
+            action = self._noop_for(lane, legal)
+        else:
+            action = _coerce(action, space)
+            if not _in_space(action, space):
+                raise lane.error(f"select an action for slot {slot!r}", MosaicError(
+                    f"it chose {action!r}, which is not in the action space {space}"))
+        lane.last_action = action
+        return action
+
+    def _noop_for(self, lane: _Lane, legal: list[int] | None) -> Any:
+        if self._has_noop:
+            return _coerce(self._noop, lane.space)
+        try:
+            return noop_action(lane.space, legal)
+        except ValueError as error:
+            raise lane.error("select an action", MosaicError(
+                f"it answered None (no-op), and {error}; set params.noop_action")) from error
+
+    def feedback(self, slot: str, reward: float, terminated: bool, truncated: bool,
+                 observation: Any) -> Any:
+        """Forward the outcome to ``on_step_result`` (and ``on_episode_end`` at the end).
+
+        Returns None: an operator sends no experience to the brain. Raises OperatorError when
+        a hook raises.
+        """
+        lane = self._lanes[slot]
+        lane.steps += 1
+        lane.total_reward += float(reward)
+        operator = lane.operator
+        try:
+            operator.on_step_result(observation, lane.last_action, reward, terminated, truncated)
+            if terminated or truncated:
+                hook = getattr(operator, "on_episode_end", None)
+                if hook is not None:
+                    hook(EpisodeSummary(max(lane.episode, 0), lane.total_reward, lane.steps))
+        except Exception as error:
+            raise lane.error("take the step result", error) from error
+        return None
+
+    def teardown(self) -> None:
+        """Stop every worker, each within ``stop_timeout``; logs problems, never raises."""
+        for lane in self._lanes.values():
+            worker = lane.worker
+            if worker is None:
+                continue
+            try:
+                worker.handle.stop(self._stop_timeout)
+            except Exception:  # teardown must reach every worker
+                log.exception("operator %s: stopping its worker failed", lane.operator.id)
+            if worker.tokens:
+                log.info("operator %s: %s", lane.operator.id,
+                         ", ".join(f"{k} {v}" for k, v in worker.tokens.items()))
+
+    @property
+    def operators(self) -> dict[str, Operator]:
+        """Each slot's operator (after :meth:`setup`)."""
+        return {uid: lane.operator for uid, lane in self._lanes.items()}
+
+
+def _make_in_process(spec: _Spec, operator_id: str, slot: Slot, seed: int) -> Any:
+    from mosaic.experiment.imports import import_object
+
+    if spec.target == "random":
+        return RandomOperator(slot.action_space, seed, operator_id=operator_id, name=spec.name)
+    if spec.target == "passive":
+        return PassiveOperator(operator_id=operator_id, name=spec.name)
+    if spec.target == "scripted":
+        fn = import_object(str(spec.function))
+        if not callable(fn):
+            raise MosaicError(f"{spec.function} is not callable")
+        return ScriptedOperator(fn, operator_id=operator_id, name=spec.name)
+    factory = import_object(spec.target)
+    if not callable(factory):
+        raise MosaicError(f"{spec.target} is not a class or function")
+    kwargs = dict(spec.params)
+    offered = {"action_space": slot.action_space, "observation_space": slot.observation_space,
+               "seed": seed, "operator_id": operator_id}
+    accepted: Mapping[str, inspect.Parameter]
+    try:
+        accepted = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # some builtins have no signature: pass params only
+        accepted = {}
+    for name in _INJECTED:
+        parameter = accepted.get(name)
+        if (parameter is not None and name not in kwargs
+                and parameter.kind is not inspect.Parameter.POSITIONAL_ONLY):
+            kwargs[name] = offered[name]
+    return factory(**kwargs)
+
+
+def _in_space(action: Any, space: Any) -> bool:
+    """``space.contains``, except that a bool is no Discrete action (Python says it is an int)."""
+    if isinstance(action, bool | np.bool_) and isinstance(space, spaces.Discrete):
+        return False
+    try:
+        return bool(space.contains(action))
+    except Exception:  # a space may raise on a value of the wrong kind: that is "no"
+        return False
+
+
+def _coerce(action: Any, space: Any) -> Any:
+    """JSON-shaped actions (ints, lists) in the space's own form; others unchanged."""
+    if isinstance(space, spaces.Discrete):
+        return int(action) if isinstance(action, np.integer) else action
+    if isinstance(space, spaces.Box | spaces.MultiDiscrete | spaces.MultiBinary) and isinstance(
+            action, list | tuple | int | float | np.generic):
+        try:
+            return np.asarray(action, dtype=space.dtype).reshape(space.shape)
+        except (TypeError, ValueError):
+            return action  # left to the space check, which names it
+    return action

@@ -1,0 +1,113 @@
+"""What the store writer's queue carries, and what one commit writes.
+
+Callers enqueue ``(kind, payload)`` items; the writer thread converts the payloads to statement
+parameters, gathers them in a :class:`Batch` and writes the batch with the statements below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import sqlalchemy as sa
+
+from mosaic.store import schema
+
+StepRow = tuple[Any, ...]
+"""``(run_id, environment, episode, step, agent, slot, observation, action, reward, terminated,
+truncated)``; observation and action are raw Python/NumPy values, encoded by the writer thread."""
+
+Encode = Callable[[Any], bytes]
+
+# Kinds of queued items.
+STEPS, TRANSITION, EPISODE, FINISH, CALL, FLUSH, STOP = range(7)
+
+_next_seq = (
+    sa.select(sa.func.coalesce(sa.func.max(schema.transitions.c.seq), 0) + 1)
+    .where(schema.transitions.c.run_id == sa.bindparam("p_run"))
+    .scalar_subquery()
+)
+# The sequence number comes from the database, so it stays right whoever wrote the earlier ones.
+INSERT_TRANSITION = sa.insert(schema.transitions).values(
+    run_id=sa.bindparam("p_run"),
+    seq=_next_seq,
+    from_state=sa.bindparam("p_from"),
+    to_state=sa.bindparam("p_to"),
+    reason=sa.bindparam("p_reason"),
+    at=sa.bindparam("p_at"),
+)
+FINISH_RUN = (
+    sa.update(schema.runs)
+    .where(schema.runs.c.id == sa.bindparam("p_id"))
+    .values(
+        status=sa.bindparam("p_status"),
+        ended_at=sa.bindparam("p_ended"),
+        error=sa.bindparam("p_error"),
+        episodes=sa.bindparam("p_episodes"),
+        steps=sa.bindparam("p_steps"),
+        digest=sa.bindparam("p_digest"),
+        heartbeat_at=sa.bindparam("p_ended"),
+    )
+)
+
+
+class Batch:
+    """Everything drained since the last commit, converted to statement parameters.
+
+    ``units`` keeps one entry per queued item so that a batch refused for a constraint can be
+    retried item by item, losing only the offending items.
+    """
+
+    __slots__ = ("episodes", "finishes", "steps", "transitions", "units")
+
+    def __init__(self) -> None:
+        self.steps: list[tuple[Any, ...]] = []
+        self.transitions: list[dict[str, Any]] = []
+        self.episodes: list[dict[str, Any]] = []
+        self.finishes: list[dict[str, Any]] = []
+        self.units: list[tuple[int, Any]] = []
+
+    def add(self, kind: int, params: Any) -> None:
+        self.units.append((kind, params))
+        if kind == STEPS:
+            self.steps.extend(params)
+        elif kind == TRANSITION:
+            self.transitions.append(params)
+        elif kind == EPISODE:
+            self.episodes.append(params)
+        else:
+            self.finishes.append(params)
+
+    def rows(self) -> int:
+        return len(self.steps) + len(self.transitions) + len(self.episodes) + len(self.finishes)
+
+    def split(self) -> list[Batch]:
+        parts = []
+        for kind, params in self.units:
+            part = Batch()
+            part.add(kind, params)
+            parts.append(part)
+        return parts
+
+
+def step_params(rows: Iterable[StepRow], encode: Encode) -> list[tuple[Any, ...]]:
+    """Statement parameters of step ``rows``, observation and action encoded with ``encode``.
+
+    Raises whatever a bad row raises: a wrong length, or a value that does not convert or encode.
+    """
+    return [
+        (
+            int(run),
+            env,
+            int(ep),
+            int(st),
+            agent,
+            slot,
+            encode(obs),
+            encode(act),
+            float(rew),
+            bool(term),
+            bool(trunc),
+        )
+        for run, env, ep, st, agent, slot, obs, act, rew, term, trunc in rows
+    ]

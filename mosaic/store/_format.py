@@ -1,0 +1,184 @@
+"""Plain-text formatting of runs for the command line (``mosaic runs list`` and ``runs show``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from mosaic.store._records import EpisodeSummary, RunDetail, RunSummary
+
+
+def format_runs_table(runs: Sequence[RunSummary]) -> str:
+    """The runs as an aligned plain-text table, one line per run (``no runs`` if empty)."""
+    if not runs:
+        return "no runs"
+    headers = [
+        "RUN",
+        "EXPERIMENT",
+        "#",
+        "SEED",
+        "STATUS",
+        "STARTED",
+        "DURATION",
+        "EPISODES",
+        "STEPS",
+        "MEAN RETURN",
+        "ERROR",
+    ]
+    rows = [
+        [
+            run.uid,
+            run.experiment,
+            str(run.run_index),
+            _text(run.seed),
+            run.status,
+            _local(run.started_at),
+            _duration(run.duration),
+            str(run.episodes),
+            str(run.steps),
+            _number(run.mean_return),
+            _first_line(run.error, 50),
+        ]
+        for run in runs
+    ]
+    return _table(headers, rows, right={2, 3, 6, 7, 8, 9})
+
+
+def format_run_detail(detail: RunDetail) -> str:
+    """One run's details as plain text: facts, transitions and a few episodes."""
+    run, stats = detail.run, detail.episode_stats
+    facts = [
+        ("run", f"{run.uid} (id {run.id})"),
+        (
+            "experiment",
+            run.experiment + (f" ({detail.experiment_file})" if detail.experiment_file else ""),
+        ),
+        ("index", str(run.run_index)),
+        ("seed", _text(run.seed)),
+        ("status", run.status),
+        ("started", _local(run.started_at)),
+        ("ended", _local(run.ended_at)),
+        ("duration", _duration(run.duration)),
+        ("process", f"pid {_text(detail.pid)} on {_text(detail.hostname)}"),
+        ("episodes", f"{run.episodes} ({stats.count} recorded)"),
+        ("steps", f"{run.steps} ({detail.step_rows} step rows stored)"),
+        (
+            "mean return",
+            _number(stats.mean_return)
+            + (
+                f" (min {_number(stats.min_return)}, max {_number(stats.max_return)})"
+                if stats.count
+                else ""
+            ),
+        ),
+        ("mean length", _number(stats.mean_steps) + (" steps" if stats.count else "")),
+        ("digest", _text(detail.digest)),
+    ]
+    if run.status == "interrupted":
+        facts.append(("last seen", _local(detail.last_heartbeat)))
+    if run.error:
+        facts.append(("error", run.error.strip()))
+    width = max(len(name) for name, _ in facts)
+    lines = [f"{name.ljust(width)}  {value}" for name, value in facts]
+    lines += ["", "transitions"]
+    if detail.transitions:
+        table = _table(
+            ["SEQ", "AT", "FROM", "TO", "REASON"],
+            [
+                [
+                    str(t.seq),
+                    _local(t.at),
+                    _text(t.from_state),
+                    t.to_state,
+                    _first_line(t.reason, 60),
+                ]
+                for t in detail.transitions
+            ],
+            right={0},
+        )
+        lines += ["  " + line for line in table.splitlines()]
+    else:
+        lines.append("  none recorded")
+    shown = detail.first_episodes + detail.last_episodes
+    if detail.last_episodes:
+        title = (
+            f"episodes (first {len(detail.first_episodes)} and last "
+            f"{len(detail.last_episodes)} of {stats.count})"
+        )
+    else:
+        title = "episodes"
+    lines += ["", title]
+    if shown:
+        rows = [_episode_cells(ep) for ep in detail.first_episodes]
+        if detail.last_episodes:
+            rows.append(["..."] + [""] * 6)
+            rows += [_episode_cells(ep) for ep in detail.last_episodes]
+        table = _table(
+            ["ENVIRONMENT", "EPISODE", "STEPS", "RETURN", "END", "SEED", "RETURNS"],
+            rows,
+            right={1, 2, 3, 5},
+        )
+        lines += ["  " + line for line in table.splitlines()]
+    else:
+        lines.append("  none recorded")
+    return "\n".join(lines)
+
+
+def _episode_cells(ep: EpisodeSummary) -> list[str]:
+    end = "terminated" if ep.terminated else "truncated" if ep.truncated else "-"
+    returns = ", ".join(f"{k}={_number(v)}" for k, v in sorted(ep.returns.items()))
+    return [
+        ep.environment,
+        str(ep.episode),
+        str(ep.steps),
+        _number(ep.total_return),
+        end,
+        _text(ep.seed),
+        _first_line(returns, 60),
+    ]
+
+
+def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> str:
+    widths = [max(len(cells[i]) for cells in [headers, *rows]) for i in range(len(headers))]
+
+    def line(cells: list[str]) -> str:
+        parts = [
+            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
+            for i, cell in enumerate(cells)
+        ]
+        return "  ".join(parts).rstrip()
+
+    return "\n".join([line(headers), *(line(cells) for cells in rows)])
+
+
+def _text(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def _number(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.1f}"
+
+
+def _first_line(text: str | None, limit: int) -> str:
+    if not text:
+        return ""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return first if len(first) <= limit else first[: limit - 3] + "..."
+
+
+def _local(when: datetime | None) -> str:
+    return "-" if when is None else when.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    whole = int(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"

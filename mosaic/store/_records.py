@@ -1,0 +1,124 @@
+"""What reading a store returns: frozen records of runs, transitions, episodes and steps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NamedTuple
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run as listed. Times are UTC; ``duration`` is in seconds, None if unknown.
+
+    ``episodes`` and ``steps`` are the run's totals once it ended, and the totals of the
+    episodes recorded so far while it has not. ``mean_return`` is over recorded episodes.
+    """
+
+    id: int
+    uid: str
+    experiment: str
+    run_index: int
+    seed: int | None
+    status: str
+    started_at: datetime | None
+    ended_at: datetime | None
+    duration: float | None
+    episodes: int
+    steps: int
+    mean_return: float | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One state change of a run, in order of ``seq``."""
+
+    seq: int
+    from_state: str | None
+    to_state: str
+    reason: str | None
+    at: datetime
+
+
+@dataclass(frozen=True)
+class EpisodeSummary:
+    """One recorded episode; ``returns`` maps environment agent ids to returns."""
+
+    environment: str
+    episode: int
+    steps: int
+    total_return: float | None
+    returns: dict[str, float]
+    terminated: bool
+    truncated: bool
+    seed: int | None
+
+
+@dataclass(frozen=True)
+class EpisodeStats:
+    """Aggregates over all recorded episodes of a run (None when there are none)."""
+
+    count: int
+    total_steps: int
+    mean_steps: float | None
+    mean_return: float | None
+    min_return: float | None
+    max_return: float | None
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    """Everything about one run that fits on a screen.
+
+    ``first_episodes`` and ``last_episodes`` hold a few episodes each; together they are all of
+    them when there are few (``last_episodes`` is then empty). ``step_rows`` counts the stored
+    step rows, which a run still in progress keeps adding to.
+    """
+
+    run: RunSummary
+    experiment_file: str | None
+    pid: int | None
+    hostname: str | None
+    digest: str | None
+    last_heartbeat: datetime | None
+    transitions: list[Transition]
+    episode_stats: EpisodeStats
+    first_episodes: list[EpisodeSummary] = field(default_factory=list)
+    last_episodes: list[EpisodeSummary] = field(default_factory=list)
+    step_rows: int = 0
+
+    @property
+    def uid(self) -> str:
+        """The run's uid."""
+        return self.run.uid
+
+    @property
+    def status(self) -> str:
+        """The run's status, ``interrupted`` included."""
+        return self.run.status
+
+    @property
+    def error(self) -> str | None:
+        """The error the run ended with, if any."""
+        return self.run.error
+
+    @property
+    def mean_return(self) -> float | None:
+        """The mean total return over recorded episodes."""
+        return self.run.mean_return
+
+
+class StepRecord(NamedTuple):
+    """One stored step row with observation and action decoded."""
+
+    environment: str
+    episode: int
+    step: int
+    agent: str | None
+    slot: str | None
+    observation: Any
+    action: Any
+    reward: float | None
+    terminated: bool
+    truncated: bool
