@@ -66,6 +66,7 @@ from mosaic.operators.config import OPERATOR_TYPES, OperatorConfig
 from mosaic.operators.handle import OperatorProcessHandle
 from mosaic.operators.launcher import OperatorLauncher
 from mosaic.operators.operator import (
+    NamedOperator,
     EpisodeSummary,
     Operator,
     PassiveOperator,
@@ -223,7 +224,7 @@ def _parse_worker(raw: Mapping[str, Any], operator_id: str, name: str, where: st
                  task=raw.get("task"), env_name=raw.get("env_name"))
 
 
-class _AgentWorker:
+class _AgentWorker(NamedOperator):
     """A worker in agent mode behind the Operator protocol, for one slot.
 
     Unlike :class:`~mosaic.operators.WorkerOperator` it tells the worker which game it plays
@@ -240,14 +241,6 @@ class _AgentWorker:
         self._player_id = player_id
         self._timeout = timeout
         self.tokens: Mapping[str, Any] | None = None
-
-    @property
-    def id(self) -> str:
-        return self._id
-
-    @property
-    def name(self) -> str:
-        return self._name
 
     def start(self, env_name: str | None, task: str | None, settings: Mapping[str, Any],
               timeout: float) -> None:

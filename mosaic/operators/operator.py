@@ -129,7 +129,23 @@ def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
-class RandomOperator:
+class NamedOperator:
+    """The identity every built-in operator has: ``id`` and ``name``, set by the subclass's
+    ``__init__`` as ``_id`` and ``_name``."""
+
+    _id: str
+    _name: str
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+
+class RandomOperator(NamedOperator):
     """Uniformly random actions from ``action_space``, reproducible from ``seed``.
 
     The operator samples from its own copy of the space, so sharing the space object with an
@@ -150,14 +166,6 @@ class RandomOperator:
         self._name = name
         self._space = copy.deepcopy(action_space)
         self._space.seed(seed)
-
-    @property
-    def id(self) -> str:
-        return self._id
-
-    @property
-    def name(self) -> str:
-        return self._name
 
     def seed(self, n: int) -> None:
         """Restart the random stream from ``n``."""
@@ -181,7 +189,7 @@ class RandomOperator:
         return None
 
 
-class PassiveOperator:
+class PassiveOperator(NamedOperator):
     """Always answers ``None``: the caller applies the environment's no-op action.
 
     This is the shape of a placeholder actor whose real loop runs elsewhere (a worker
@@ -191,14 +199,6 @@ class PassiveOperator:
     def __init__(self, *, operator_id: str = "passive", name: str = "Passive") -> None:
         self._id = operator_id
         self._name = name
-
-    @property
-    def id(self) -> str:
-        return self._id
-
-    @property
-    def name(self) -> str:
-        return self._name
 
     def select_action(self, observation: Any, legal_actions: Sequence[Any] | None = None) -> None:
         return None
@@ -212,7 +212,7 @@ class PassiveOperator:
         return None
 
 
-class ScriptedOperator:
+class ScriptedOperator(NamedOperator):
     """Actions from a plain function ``fn(observation, legal_actions) -> action``.
 
     Whatever ``fn`` raises propagates unchanged (and so aborts the episode).
@@ -229,14 +229,6 @@ class ScriptedOperator:
         self._id = operator_id
         self._name = name if name is not None else getattr(fn, "__name__", "scripted")
 
-    @property
-    def id(self) -> str:
-        return self._id
-
-    @property
-    def name(self) -> str:
-        return self._name
-
     def select_action(self, observation: Any, legal_actions: Sequence[Any] | None = None) -> Any:
         return self._fn(observation, legal_actions)
 
@@ -249,7 +241,7 @@ class ScriptedOperator:
         return None
 
 
-class WorkerOperator:
+class WorkerOperator(NamedOperator):
     """An agent-mode worker subprocess behind the Operator protocol.
 
     In agent mode the caller owns the environment and the worker only chooses actions: the
@@ -281,14 +273,6 @@ class WorkerOperator:
         self._settings = dict(settings) if settings is not None else None
         self._timeout = timeout
         self._initialised = False
-
-    @property
-    def id(self) -> str:
-        return self._id
-
-    @property
-    def name(self) -> str:
-        return self._name
 
     def _ensure_initialised(self) -> None:
         if not self._initialised:
