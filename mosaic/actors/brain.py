@@ -13,6 +13,7 @@ from mosaic.messages import (
     BrainCheckpointResponse,
     BrainSetupRequest,
     BrainSetupResponse,
+    BrainSyncRequest,
     BrainShutdownRequest,
     BrainShutdownResponse,
     MuscleUpdateRequest,
@@ -62,6 +63,12 @@ class BrainActor(Component):
             return ""
         save_state(self._save_path, state)
         return self._save_path
+
+    @handles(BrainSyncRequest)
+    def _sync(self, request: BrainSyncRequest) -> MuscleUpdateResponse:
+        if self._brain is None:
+            raise MosaicError(f"brain {self.uid!r} was not set up")
+        return MuscleUpdateResponse(self._brain.sync(request.muscle_uid))
 
     @handles(BrainCheckpointRequest)
     def _checkpoint(self, request: BrainCheckpointRequest) -> BrainCheckpointResponse:

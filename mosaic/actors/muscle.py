@@ -16,6 +16,7 @@ from mosaic.messages import (
     BrainCheckpointResponse,
     BrainShutdownRequest,
     BrainShutdownResponse,
+    BrainSyncRequest,
     MuscleSetupRequest,
     MuscleSetupResponse,
     MuscleShutdownRequest,
@@ -65,6 +66,10 @@ class MuscleActor(Component):
         self._checkpoint_every = int(request.muscle.get("checkpoint_every") or 0)
         if request.brain_endpoint:
             self._brain = self.connect(request.brain_endpoint, peer=f"brain of {request.agent_uid}")
+            answer = self._brain.request(BrainSyncRequest(self.uid), MuscleUpdateResponse,
+                                         self._brain_timeout, self.check_interrupted)
+            if answer.update is not None:
+                muscle.apply_update(answer.update)
         return MuscleSetupResponse(self.uid)
 
     @handles(AgentUpdateRequest)

@@ -35,6 +35,14 @@ class Brain:
         """Learn from ``experience`` sent by ``muscle``; return an update for it, or ``None``."""
         raise NotImplementedError(f"{type(self).__name__} must implement learn()")
 
+    def sync(self, muscle: str) -> Any:
+        """What ``muscle`` needs to act as this brain would now (weights, a table), or ``None``.
+
+        Called once when each muscle starts, after any checkpoint was loaded: a test phase's
+        muscle, which sends no experience, still acts on what training learned.
+        """
+        return None
+
     def state(self) -> dict[str, np.ndarray]:
         """Return the learnable state as NumPy arrays (empty for a brain that does not learn)."""
         return {}

@@ -167,3 +167,11 @@ class BrainCheckpointResponse(Response):
 
     brain_uid: str
     path: str
+
+
+@dataclass(frozen=True, slots=True)
+class BrainSyncRequest(Request):
+    """Muscle -> brain, once at set-up: what do I need to act as you would now? The answer is a
+    MuscleUpdateResponse (its ``update`` may be None)."""
+
+    muscle_uid: str

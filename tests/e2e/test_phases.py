@@ -108,3 +108,15 @@ def test_termination_conditions_end_the_phase_early(tmp_path, process_tag, termi
     result = run_mosaic("experiment-start", str(path), "--store", str(store))
     assert result.returncode == 0, result.stderr
     assert query(store, "SELECT status, episodes FROM runs") == [("finished", episodes)]
+
+
+def test_frozenlake_q_learning_example_passes_its_test_phase(tmp_path, process_tag):
+    store = tmp_path / "results.sqlite"
+    result = run_mosaic("experiment-start", "examples/frozenlake_q.yml", "--store", str(store))
+    assert result.returncode == 0, result.stderr
+    runs = query(store, "SELECT uid, status, episodes FROM runs ORDER BY id")
+    assert [(u.rsplit("-", 1)[1], s, e) for u, s, e in runs] == [
+        ("train", "finished", 500), ("test", "finished", 100)]
+    [(success,)] = query(store, "SELECT AVG(total_return) FROM episodes WHERE run_id = "
+                                "(SELECT id FROM runs WHERE uid LIKE '%-test')")
+    assert success >= 0.9

@@ -111,6 +111,7 @@ SCHEMA: dict[str, tuple[type, tuple[str, ...]]] = {
     "BrainShutdownResponse": (Response, ("brain_uid", "remaining")),
     "BrainCheckpointRequest": (Request, ("muscle_uid", "episodes")),
     "BrainCheckpointResponse": (Response, ("brain_uid", "path")),
+    "BrainSyncRequest": (Request, ("muscle_uid",)),
     "EnvironmentConductorShutdownRequest": (Request, ("run_uid",)),
     "EnvironmentConductorShutdownResponse": (Response, ("run_uid", "killed")),
     "AgentConductorShutdownRequest": (Request, ("run_uid",)),

@@ -1,0 +1,33 @@
+"""Ready-made learners for mosaic agents, in NumPy only.
+
+* :class:`TabularQBrain` / :class:`TabularQMuscle`: Q-learning for Discrete observations and
+  actions (FrozenLake, Taxi, ...).
+* :class:`PolicyGradientBrain` / :class:`PolicyGradientMuscle`: REINFORCE with a value baseline
+  for Box observations and Discrete actions (CartPole, ...), on :class:`MLP` with :class:`Adam`.
+* :class:`Harness`: drives a brain and its muscle on a Gymnasium env in this process, in mosaic's
+  call order, for tests and debugging; real runs go through ``mosaic experiment-start``.
+
+Name them in an experiment file as ``mosaic.agents.learners:TabularQBrain`` and so on. Each
+brain's ``greedy_checkpoint(path)`` writes the :mod:`mosaic.operators.policies` format that the
+RL worker plays.
+"""
+
+from mosaic.agents.learners.harness import EpisodeStats, Harness
+from mosaic.agents.learners.mlp import MLP, Adam, log_softmax, softmax, softmax_policy_loss
+from mosaic.agents.learners.policy_gradient import PolicyGradientBrain, PolicyGradientMuscle
+from mosaic.agents.learners.tabular_q import TabularQBrain, TabularQMuscle, Transition
+
+__all__ = [
+    "MLP",
+    "Adam",
+    "EpisodeStats",
+    "Harness",
+    "PolicyGradientBrain",
+    "PolicyGradientMuscle",
+    "TabularQBrain",
+    "TabularQMuscle",
+    "Transition",
+    "log_softmax",
+    "softmax",
+    "softmax_policy_loss",
+]

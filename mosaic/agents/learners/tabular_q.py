@@ -1,0 +1,343 @@
+"""Tabular Q-learning for discrete observation and action spaces (FrozenLake, Taxi, ...).
+
+The muscle acts epsilon-greedily on its own copy of the Q table and sends each transition to the
+brain; the brain applies the Q-learning update and sends the whole table back on its schedule.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import gymnasium
+import numpy as np
+
+from mosaic.agents.brain import Brain
+from mosaic.agents.context import BrainContext, MuscleContext, Slot
+from mosaic.agents.muscle import Muscle
+from mosaic.errors import MosaicError
+from mosaic.operators.policies import QTablePolicy, load_policy, save_q_table
+
+__all__ = ["TabularQBrain", "TabularQMuscle", "Transition"]
+
+Transition = tuple[int, int, float, int, bool, bool]
+"""``(state, action, reward, next_state, terminated, truncated)``, as plain Python values."""
+
+_T = TypeVar("_T")
+
+
+def _param(
+    params: Mapping[str, Any],
+    name: str,
+    default: _T,
+    check: Callable[[Any], bool],
+    expected: str,
+) -> _T:
+    """``params[name]`` (or ``default``), converted to the default's type and checked.
+
+    Raises :class:`MosaicError` naming the parameter, the value and what was expected.
+    """
+    value = params.get(name, default)
+    if value is None:
+        return default
+    try:
+        if isinstance(default, bool) or isinstance(value, bool):
+            if not isinstance(value, bool):
+                raise TypeError
+            converted: Any = value
+        elif isinstance(default, int):
+            if float(value) != int(value):
+                raise ValueError
+            converted = int(value)
+        elif isinstance(default, float):
+            converted = float(value)
+        else:
+            converted = value
+        ok = check(converted)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise MosaicError(f"param {name!r} must be {expected}; got {value!r}")
+    return converted  # type: ignore[no-any-return]
+
+
+def _unwrap(observation: Any, legal_actions: Any) -> tuple[Any, Any]:
+    """Accept PettingZoo's ``{"observation", "action_mask"}`` observations as well."""
+    if isinstance(observation, dict) and "observation" in observation:
+        if legal_actions is None:
+            legal_actions = observation.get("action_mask")
+        observation = observation["observation"]
+    return observation, legal_actions
+
+
+def _legal_mask(legal_actions: Any, n_actions: int) -> np.ndarray | None:
+    """The action mask as a bool array of length ``n_actions`` (``None``: all legal)."""
+    if legal_actions is None:
+        return None
+    mask = np.asarray(legal_actions).reshape(-1).astype(bool)
+    if mask.shape[0] != n_actions:
+        raise MosaicError(f"the action mask has {mask.shape[0]} entries for {n_actions} actions")
+    if not mask.any():
+        raise MosaicError("the action mask allows no action")
+    return mask
+
+
+def _table_shape(slots: Mapping[str, Slot], owner: str) -> tuple[int, int]:
+    """(n_states, n_actions) shared by all ``slots``; raises MosaicError for other spaces."""
+    shapes = set()
+    for uid, slot in slots.items():
+        obs, act = slot.observation_space, slot.action_space
+        if not (isinstance(obs, gymnasium.spaces.Discrete)
+                and isinstance(act, gymnasium.spaces.Discrete)):
+            raise MosaicError(
+                f"{owner} needs Discrete observation and action spaces; slot {uid!r} has "
+                f"{obs} and {act} (use PolicyGradientBrain for Box observations)")
+        if int(obs.start) != 0 or int(act.start) != 0:
+            raise MosaicError(f"{owner} needs Discrete spaces starting at 0; slot {uid!r} has "
+                              f"{obs} and {act}")
+        shapes.add((int(obs.n), int(act.n)))
+    if len(shapes) != 1:
+        raise MosaicError(f"{owner} shares one table across its slots, so all need the same "
+                          f"space sizes; got {sorted(shapes)}")
+    return shapes.pop()
+
+
+def _state_index(observation: Any, n_states: int) -> int:
+    value = np.asarray(observation)
+    if value.size != 1 or value.dtype.kind not in "iu":
+        raise MosaicError(f"expected a state index, got {observation!r:.80}")
+    index = int(value.reshape(()))
+    if not 0 <= index < n_states:
+        raise MosaicError(f"state {index} outside 0..{n_states - 1}")
+    return index
+
+
+def _load_table(path: str, shape: tuple[int, int], owner: str) -> np.ndarray:
+    policy = load_policy(path)
+    if not isinstance(policy, QTablePolicy):
+        raise MosaicError(f"{owner}: {path} is an {policy.kind!r} checkpoint, not a q_table")
+    if policy.q.shape != shape:
+        raise MosaicError(f"{owner}: the table in {path} has shape {policy.q.shape}; the slots "
+                          f"need {shape}")
+    return policy.q.copy()
+
+
+class TabularQMuscle(Muscle):
+    """Acts epsilon-greedily on a local copy of the Q table and sends transitions.
+
+    Spaces: every slot has a ``Discrete`` observation (a state index) and a ``Discrete`` action
+    space, both starting at 0 and of the same sizes across slots (they share one table).
+
+    Params (``context.params``, all optional):
+
+    * ``epsilon_start`` (1.0), ``epsilon_end`` (0.05), ``epsilon_decay_episodes`` (200):
+      exploration falls linearly from start to end over that many of this muscle's episodes,
+      then stays at the end value. ``epsilon`` (unset) fixes it at one value instead.
+    * ``load_checkpoint`` (unset): a ``q_table`` checkpoint (``.npz``) to act on from the start,
+      for test runs; give it at agent level so that the brain starts from it too.
+
+    Promises: exploration and tie-breaking draw only from ``context.rng``, so the same seed and
+    the same observations give the same actions. Actions honour ``legal_actions`` (a mask of
+    length n_actions, or PettingZoo's ``{"observation", "action_mask"}`` observation). In
+    ``"test"`` mode it acts greedily (ties go to the lowest action, as in the checkpoint format)
+    and :meth:`feedback` returns ``None``: nothing is learnt.
+
+    Experience: one :data:`Transition` per completed action, sent from :meth:`feedback`.
+    Rewards that arrive while the slot's observation is ``None`` (another slot's turn) are added
+    to its pending transition, which completes at the next feedback with an observation or at
+    episode end. Updates: ``{"q": table}`` replaces the local table.
+    """
+
+    def setup(self, context: MuscleContext) -> None:
+        super().setup(context)
+        params = context.params
+        self.n_states, self.n_actions = _table_shape(context.slots, type(self).__name__)
+        unit = lambda x: 0.0 <= x <= 1.0
+        fixed = params.get("epsilon")
+        start = _param(params, "epsilon_start", 1.0, unit, "a number in [0, 1]")
+        end = _param(params, "epsilon_end", 0.05, unit, "a number in [0, 1]")
+        if fixed is not None:
+            start = end = _param(params, "epsilon", 0.0, unit, "a number in [0, 1]")
+        self.epsilon_start, self.epsilon_end = start, end
+        self.epsilon_decay_episodes = _param(params, "epsilon_decay_episodes", 200,
+                                             lambda x: x >= 0, "an integer >= 0")
+        checkpoint = params.get("load_checkpoint")
+        if checkpoint:
+            self.q = _load_table(str(checkpoint), (self.n_states, self.n_actions),
+                                 type(self).__name__)
+        else:
+            self.q = np.zeros((self.n_states, self.n_actions))
+        self.training = context.mode != "test"
+        self.rng = context.rng
+        self.episodes = 0
+        self.epsilon = self._epsilon()
+        # slot -> [state, action, accumulated reward] of the action awaiting its outcome
+        self._pending: dict[str, list[Any]] = {}
+
+    def _epsilon(self) -> float:
+        if not self.training:
+            return 0.0
+        if self.episodes >= self.epsilon_decay_episodes:
+            return self.epsilon_end
+        fraction = self.episodes / self.epsilon_decay_episodes
+        return self.epsilon_start + fraction * (self.epsilon_end - self.epsilon_start)
+
+    def reset(self) -> None:
+        """Start an episode: set this episode's epsilon and forget pending actions."""
+        self.epsilon = self._epsilon()
+        self.episodes += 1
+        self._pending.clear()
+
+    def act(self, slot: str, observation: Any, legal_actions: Any = None) -> int:
+        """Epsilon-greedy over the legal actions (greedy in test mode)."""
+        observation, legal_actions = _unwrap(observation, legal_actions)
+        state = _state_index(observation, self.n_states)
+        mask = _legal_mask(legal_actions, self.n_actions)
+        legal = np.arange(self.n_actions) if mask is None else np.flatnonzero(mask)
+        if self.training and self.rng.random() < self.epsilon:
+            action = int(legal[self.rng.integers(legal.shape[0])])
+        else:
+            values = self.q[state, legal]
+            best = legal[values == values.max()]
+            # Random tie-breaking keeps an untrained table from always trying the same action.
+            pick = self.rng.integers(best.shape[0]) if self.training and best.shape[0] > 1 else 0
+            action = int(best[pick])
+        if self.training:
+            self._pending[slot] = [state, action, 0.0]
+        return action
+
+    def feedback(
+        self,
+        slot: str,
+        reward: float,
+        terminated: bool,
+        truncated: bool,
+        observation: Any,
+    ) -> Transition | None:
+        """The completed transition of ``slot``'s last action, or ``None`` (test mode, or no
+        observation yet)."""
+        pending = self._pending.get(slot)
+        if pending is None:
+            return None
+        pending[2] += float(reward)
+        done = bool(terminated or truncated)
+        if observation is None and not done:
+            return None
+        del self._pending[slot]
+        state, action, total = pending
+        if observation is None:
+            next_state = state  # episode over without a final observation: nothing to bootstrap
+            terminated = True
+        else:
+            next_state = _state_index(_unwrap(observation, None)[0], self.n_states)
+        return (state, action, total, next_state, bool(terminated), bool(truncated))
+
+    def apply_update(self, update: Any) -> None:
+        """Replace the local table with ``update["q"]`` (``MosaicError`` if it has another shape)."""
+        q = np.asarray(update["q"], dtype=np.float64)
+        if q.shape != self.q.shape:
+            raise MosaicError(f"update table of shape {q.shape}; this muscle needs {self.q.shape}")
+        self.q = q.copy()
+
+
+class TabularQBrain(Brain):
+    """Learns a Q table with one-step Q-learning from the transitions its muscles send.
+
+    Spaces: as :class:`TabularQMuscle`. Several muscles may share the brain: they update one
+    table.
+
+    Params (``context.params``, all optional):
+
+    * ``learning_rate`` (0.1): step size ``alpha`` in ``(0, 1]``.
+    * ``discount`` (0.99): ``gamma`` in ``[0, 1]``.
+    * ``update_every`` (0): answer a muscle with the full table after every this many of its
+      transitions; ``0`` answers at the end of each of its episodes (terminated or truncated).
+    * ``initial_value`` (0.0): the value every entry starts at.
+    * ``load_checkpoint`` (unset): start from the table of a ``q_table`` checkpoint.
+    * ``save_checkpoint`` (unset): in ``"train"`` mode, write :meth:`greedy_checkpoint` there at
+      teardown, so that a run under ``mosaic experiment-start`` leaves a policy the RL worker
+      (or a test run's ``load_checkpoint``) can play.
+
+    Update: ``Q[s, a] += alpha * (r + gamma * max Q[s'] * (not terminated) - Q[s, a])``; a
+    truncated episode still bootstraps from ``s'``. :meth:`learn` returns ``{"q": copy}`` on the
+    schedule and ``None`` otherwise. :meth:`state` is ``{"q": table}``; the per-muscle schedule
+    counters are not part of it.
+    """
+
+    def setup(self, context: BrainContext) -> None:
+        super().setup(context)
+        params = context.params
+        self.n_states, self.n_actions = _table_shape(context.slots, type(self).__name__)
+        self.learning_rate = _param(params, "learning_rate", 0.1, lambda x: 0.0 < x <= 1.0,
+                                    "a number in (0, 1]")
+        self.discount = _param(params, "discount", 0.99, lambda x: 0.0 <= x <= 1.0,
+                               "a number in [0, 1]")
+        self.update_every = _param(params, "update_every", 0, lambda x: x >= 0,
+                                   "an integer >= 0 (0: at episode end)")
+        initial = _param(params, "initial_value", 0.0, np.isfinite, "a finite number")
+        checkpoint = params.get("load_checkpoint")
+        if checkpoint:
+            self.q = _load_table(str(checkpoint), (self.n_states, self.n_actions),
+                                 type(self).__name__)
+        else:
+            self.q = np.full((self.n_states, self.n_actions), initial)
+        save = params.get("save_checkpoint")
+        self.save_path: str | None = str(save) if save else None
+        self._since_update: dict[str, int] = {}
+
+    def learn(self, muscle: str, experience: Any) -> dict[str, np.ndarray] | None:
+        """Apply one Q-learning update; return ``{"q": table}`` when ``muscle``'s turn is due."""
+        try:
+            state, action, reward, next_state, terminated, truncated = experience
+            state, action, next_state = int(state), int(action), int(next_state)
+            reward = float(reward)
+        except (TypeError, ValueError) as exc:
+            raise MosaicError(f"{type(self).__name__} expects (state, action, reward, "
+                              f"next_state, terminated, truncated); got {experience!r:.120}") from exc
+        if not (0 <= state < self.n_states and 0 <= next_state < self.n_states
+                and 0 <= action < self.n_actions):
+            raise MosaicError(f"transition {experience!r} outside the table "
+                              f"({self.n_states} states, {self.n_actions} actions)")
+        target = reward
+        if not terminated:
+            target += self.discount * float(self.q[next_state].max())
+        self.q[state, action] += self.learning_rate * (target - self.q[state, action])
+        count = self._since_update.get(muscle, 0) + 1
+        due = (count >= self.update_every) if self.update_every else bool(terminated or truncated)
+        if due:
+            self._since_update[muscle] = 0
+            return {"q": self.q.copy()}
+        self._since_update[muscle] = count
+        return None
+
+    def sync(self, muscle: str) -> dict[str, np.ndarray]:
+        """The current table, for a muscle that starts (a test phase after training)."""
+        return {"q": self.q.copy()}
+
+    def state(self) -> dict[str, np.ndarray]:
+        """``{"q": copy of the table}``."""
+        return {"q": self.q.copy()}
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        """Restore the table from :meth:`state`; ``MosaicError`` if its shape differs."""
+        q = np.asarray(state["q"], dtype=np.float64)
+        if q.shape != self.q.shape:
+            raise MosaicError(f"state table of shape {q.shape}; this brain needs {self.q.shape}")
+        self.q = q.copy()
+
+    def greedy_checkpoint(self, path: str | os.PathLike[str]) -> Path:
+        """Write the table as a ``q_table`` checkpoint (:mod:`mosaic.operators.policies`).
+
+        Returns the path written (``.npz`` appended if missing).
+        """
+        return save_q_table(path, self.q)
+
+    def teardown(self) -> None:
+        """In ``"train"`` mode, write the checkpoint named by ``save_checkpoint``, if any.
+
+        A test run never writes it, so it cannot overwrite a trained table with an untrained one.
+        """
+        if self.save_path is not None and self.context.mode != "test":
+            self.greedy_checkpoint(self.save_path)
