@@ -62,8 +62,13 @@ def experiment_start(file: str, store: str | None, jobs: int, quiet: bool, verbo
     from mosaic.store import StoreWriter
 
     runs = experiment.runs
-    click.echo(f"mosaic: experiment {experiment.uid!r}: {runs} run(s) x {experiment.episodes} "
-               f"episode(s), seed {experiment.seed}", err=True)
+    schedule = ", ".join(
+        f"{config['phase']} ({config['mode']}, {config['episodes']} episodes)"
+        for config in (experiment.run_config(0, p) for p in range(len(experiment.phase_names()))))
+    if not experiment.phases:
+        schedule = f"{experiment.episodes} episode(s)"
+    click.echo(f"mosaic: experiment {experiment.uid!r}: {runs} run(s) x {schedule}, "
+               f"seed {experiment.seed}", err=True)
     progress = ProgressLine(runs) if not quiet else None
 
     def run_ended(result):  # type: ignore[no-untyped-def]
