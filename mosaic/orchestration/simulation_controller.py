@@ -52,8 +52,9 @@ log = logging.getLogger(__name__)
 
 #: How long one chunk of the main loop may run before control messages are looked at.
 WORK_CHUNK_S = 0.005
-#: After a failure, components may be stuck waiting on the part that died: each gets this long
-#: (at most) to answer its shutdown request before its conductor ends it.
+#: After a failure or a cancel, components may be stuck (waiting on the part that died, or in a
+#: slow call of user code): each gets this long (at most) to answer its shutdown request before
+#: its conductor ends it.
 SHUTDOWN_AFTER_FAILURE_S = 1.0
 #: How often the loop checks that every component of the run is alive, also those it is not
 #: waiting on (a brain that died between updates, say).
@@ -388,7 +389,7 @@ class SimulationController(Component):
         if not self.ctx.supervisor.is_alive(uid):
             return
         timeout = self.ctx.timeouts.shutdown
-        if self._failed:
+        if self._failed or self.ctx.cancelled.is_set():
             timeout = min(timeout, SHUTDOWN_AFTER_FAILURE_S)
         try:
             client.request(request, answer_type, timeout)

@@ -120,3 +120,15 @@ def test_frozenlake_q_learning_example_passes_its_test_phase(tmp_path, process_t
     [(success,)] = query(store, "SELECT AVG(total_return) FROM episodes WHERE run_id = "
                                 "(SELECT id FROM runs WHERE uid LIKE '%-test')")
     assert success >= 0.9
+
+
+def test_checkpoint_every_n_episodes_saves_during_the_phase(tmp_path, process_tag):
+    text = PHASED.format(placement="thread", load="checkpoint_every: 1").replace(
+        "brain: tests.fixtures.agents:CountingBrain", "brain: tests.fixtures.agents:SaveCountingBrain")
+    path = write_experiment(tmp_path, text)
+    result = run_mosaic("experiment-start", str(path), "--store", str(tmp_path / "r.sqlite"))
+    assert result.returncode == 0, result.stderr
+    [train] = (tmp_path / "r-checkpoints" / "phased").glob("*/train/learner.npz")
+    with np.load(train, allow_pickle=False) as data:
+        # Saved before episodes 2 and 3 (every episode), then at the end of the phase.
+        assert int(data["saves"][0]) == 3
