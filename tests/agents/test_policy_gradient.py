@@ -15,35 +15,19 @@ from mosaic.agents.learners import Harness, PolicyGradientBrain, PolicyGradientM
 from mosaic.errors import MosaicError
 from mosaic.messages.codec import pack, unpack
 from mosaic.operators.policies import MLPPolicy, load_policy
+from tests.agents.recording import Recording, Refusing
 
 pytestmark = pytest.mark.timeout(90)
 
 SMALL = {"hidden_sizes": [16, 16]}
 
 
-class RecordingMuscle(PolicyGradientMuscle):
+class RecordingMuscle(Recording, PolicyGradientMuscle):
     """Remembers every action it takes and every experience it returns."""
 
-    def setup(self, context: MuscleContext) -> None:
-        super().setup(context)
-        self.actions: list[int] = []
-        self.experience: list[Any] = []
 
-    def act(self, slot: str, observation: Any, legal_actions: Any = None) -> int:
-        action = super().act(slot, observation, legal_actions)
-        self.actions.append(action)
-        return action
-
-    def feedback(self, *args: Any) -> Any:
-        experience = super().feedback(*args)
-        if experience is not None:
-            self.experience.append(experience)
-        return experience
-
-
-class RefusingBrain(PolicyGradientBrain):
-    def learn(self, muscle: str, experience: Any) -> Any:
-        raise AssertionError("a test-mode muscle sent experience")
+class RefusingBrain(Refusing, PolicyGradientBrain):
+    """Fails the test if a test-mode muscle sends experience."""
 
 
 def box_slots(n_inputs: int = 4, n_actions: int = 2, uids=("agent_0",)) -> dict[str, Slot]:

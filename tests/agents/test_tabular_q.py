@@ -15,6 +15,7 @@ from mosaic.agents.learners import Harness, TabularQBrain, TabularQMuscle
 from mosaic.errors import MosaicError
 from mosaic.messages.codec import pack, unpack
 from mosaic.operators.policies import QTablePolicy, load_policy
+from tests.agents.recording import Recording, Refusing
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -22,29 +23,12 @@ pytestmark = pytest.mark.timeout(60)
 TRAIN_EPISODES = 500
 
 
-class RecordingMuscle(TabularQMuscle):
+class RecordingMuscle(Recording, TabularQMuscle):
     """Remembers every action it takes and every experience it returns."""
 
-    def setup(self, context: MuscleContext) -> None:
-        super().setup(context)
-        self.actions: list[int] = []
-        self.experience: list[Any] = []
 
-    def act(self, slot: str, observation: Any, legal_actions: Any = None) -> int:
-        action = super().act(slot, observation, legal_actions)
-        self.actions.append(action)
-        return action
-
-    def feedback(self, *args: Any) -> Any:
-        experience = super().feedback(*args)
-        if experience is not None:
-            self.experience.append(experience)
-        return experience
-
-
-class RefusingBrain(TabularQBrain):
-    def learn(self, muscle: str, experience: Any) -> Any:
-        raise AssertionError("a test-mode muscle sent experience")
+class RefusingBrain(Refusing, TabularQBrain):
+    """Fails the test if a test-mode muscle sends experience."""
 
 
 def frozen_lake() -> gymnasium.Env:
