@@ -11,6 +11,21 @@ import sys
 _PR_SET_PDEATHSIG = 1
 
 
+def arm_parent_death_signal(sig: int = signal.SIGTERM) -> bool:
+    """Ask the kernel to send ``sig`` to this process when its parent ends (Linux only).
+
+    Returns whether it was armed. Linux sends the signal when the parent *thread* that started
+    this process ends, so start children from threads that outlive them.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        return bool(libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
 def die_with_parent(parent_pid: int, sig: int = signal.SIGTERM) -> bool:
     """Ask the kernel to send ``sig`` to this process when its parent ends (Linux).
 
@@ -18,16 +33,9 @@ def die_with_parent(parent_pid: int, sig: int = signal.SIGTERM) -> bool:
     :func:`parent_alive` checks. If the parent already ended before this call, the process
     exits at once, since nobody would ever send it the signal.
 
-    Note that Linux sends the signal when the parent *thread* that started this process ends;
     mosaic starts component processes from threads that outlive them.
     """
-    armed = False
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-            armed = libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
-        except OSError:
-            armed = False
+    armed = arm_parent_death_signal(sig)
     if not parent_alive(parent_pid):
         os._exit(1)
     return armed

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import logging
 import os
@@ -15,6 +14,8 @@ import sys
 import threading
 import time
 from typing import Any, BinaryIO
+
+from mosaic.lifeline import arm_parent_death_signal
 
 log = logging.getLogger("mosaic.worker")
 
@@ -74,13 +75,8 @@ def install_parent_death_signal(poll_interval: float = 1.0) -> None:
     the launcher's pid (``MOSAIC_PARENT_PID``) is still alive, which covers a parent that died
     before the ``prctl`` call and systems without ``prctl``.
     """
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            pr_set_pdeathsig = 1
-            libc.prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
-        except (OSError, AttributeError) as exc:  # not fatal: the pid check still works
-            log.debug("prctl(PR_SET_PDEATHSIG) unavailable: %s", exc)
+    if not arm_parent_death_signal(signal.SIGTERM):  # not fatal: the pid check still works
+        log.debug("prctl(PR_SET_PDEATHSIG) unavailable; relying on the parent-pid check")
     parent = os.getppid()
     launcher = os.environ.get(PARENT_PID_ENV, "")
     if launcher.isdigit() and not _pid_alive(int(launcher)):
