@@ -30,6 +30,8 @@ PlacementKind = Literal["thread", "process"]
 Check = Callable[[], None]
 
 _WAIT_SLICE_S = 0.05
+#: How long a stopping child that was already asked to shut down gets before SIGTERM.
+STOP_GRACE_S = 0.2
 _live_processes: weakref.WeakSet[ProcessPlaced] = weakref.WeakSet()
 
 
@@ -216,8 +218,10 @@ class ProcessPlaced(Placed):
 
     def stderr_tail(self, lines: int = 5) -> str:
         """The last ``lines`` lines the child wrote to stderr, joined with `` | ``."""
-        for reader in self._readers:
-            reader.join(timeout=0.05) if not self.alive() else None
+        if not self.alive():
+            # A dead child's last lines may still be in the pipe: let the readers drain it.
+            for reader in self._readers:
+                reader.join(timeout=0.05)
         return " | ".join(list(self._stderr_tail)[-lines:])
 
     def wait(self, timeout: float) -> bool:
@@ -241,15 +245,19 @@ class ProcessPlaced(Placed):
         self._reap_readers()
 
     def stop(self, timeout: float) -> bool:
-        """Wait for a voluntary exit, then SIGTERM, then SIGKILL, each within ``timeout``."""
-        if self.wait(timeout):
+        """Ask the child to stop with SIGTERM (its orderly stop), then SIGKILL after ``timeout``.
+
+        A child already on its way out (after its shutdown request) gets a moment's grace
+        first. True if it ended without SIGKILL.
+        """
+        if self.wait(min(timeout, STOP_GRACE_S)):
             return True
         try:
             self._process.terminate()
         except ProcessLookupError:
             pass
         if self.wait(timeout):
-            return False
+            return True
         self.kill()
         return False
 
