@@ -10,9 +10,6 @@ from mosaic.orchestration.run_context import HOT_LOOP_KINDS, RunContext
 
 log = logging.getLogger(__name__)
 
-#: After a cancel, how long each component may take to end before it is killed.
-CANCELLED_STOP_S = 0.5
-
 
 class Conductor(Component):
     """Creates and supervises the components of one kind of part of a run.
@@ -46,9 +43,7 @@ class Conductor(Component):
     def reap(self) -> tuple[str, ...]:
         """End every placed component; return those that had to be killed."""
         killed = []
-        timeout = self.ctx.timeouts.shutdown
-        if self.ctx.cancelled.is_set():
-            timeout = min(timeout, CANCELLED_STOP_S)  # Ctrl-C means seconds, not minutes
+        timeout = self.ctx.shutdown_timeout()
         for placed in self._placed:
             self.ctx.supervisor.release(placed.uid)
             if not placed.stop(timeout):

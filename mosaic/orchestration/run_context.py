@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from mosaic.store.writer import StoreWriter
 
 
+#: A component's time to shut down after a failure or a cancel (see RunContext.shutdown_timeout).
+HURRIED_SHUTDOWN_S = 0.5
+
 #: Component kinds on the per-step path, pinned to the run's step-loop CPU.
 HOT_LOOP_KINDS = frozenset({"environment", "muscle"})
 
@@ -105,6 +108,8 @@ class RunContext:
     timeouts: Timeouts = field(default_factory=Timeouts)
     supervisor: Supervisor = field(default_factory=Supervisor)
     cancelled: threading.Event = field(default_factory=threading.Event)
+    #: Set when the simulation failed; with ``cancelled``, it makes the shutdown hurried.
+    failed: threading.Event = field(default_factory=threading.Event)
     progress: Progress = field(default_factory=Progress)
     prelaunched: dict[str, ProcessPlaced] = field(default_factory=dict)
     #: The CPU of the step loop's threads, or None (see mosaic.affinity).
@@ -129,6 +134,16 @@ class RunContext:
             placed.kill()
             return None
         return placed
+
+    def shutdown_timeout(self) -> float:
+        """How long one component may take to shut down before it is ended.
+
+        The configured timeout, except after a failure or a cancel: then parts may be stuck
+        (waiting on the one that died, or in slow user code), and Ctrl-C must mean seconds.
+        """
+        if self.cancelled.is_set() or self.failed.is_set():
+            return min(self.timeouts.shutdown, HURRIED_SHUTDOWN_S)
+        return self.timeouts.shutdown
 
     def check(self) -> None:
         """Raise :class:`RunCancelled` or :class:`ComponentDied` if the run must stop waiting."""

@@ -128,6 +128,10 @@ class RunGovernor(Component):
                 killed.extend(answer.killed)
             except MosaicError as error:
                 log.error("simulation controller did not stop: %s", error)
+                # A run whose orderly shutdown failed may have lost what shutdown saves
+                # (checkpoints, the last steps): it did not finish.
+                if self._outcome is not None and self._outcome[0] is RunState.FINISHED:
+                    self._outcome = (RunState.FAILED, f"shutdown failed: {error}")
         for placed in reversed(self._orchestration):
             if not placed.stop(ctx.timeouts.shutdown):
                 killed.append(placed.describe())

@@ -52,10 +52,6 @@ log = logging.getLogger(__name__)
 
 #: How long one chunk of the main loop may run before control messages are looked at.
 WORK_CHUNK_S = 0.005
-#: After a failure or a cancel, components may be stuck (waiting on the part that died, or in a
-#: slow call of user code): each gets this long (at most) to answer its shutdown request before
-#: its conductor ends it.
-SHUTDOWN_AFTER_FAILURE_S = 1.0
 #: How often the loop checks that every component of the run is alive, also those it is not
 #: waiting on (a brain that died between updates, say).
 SUPERVISION_S = 0.5
@@ -132,7 +128,6 @@ class SimulationController(Component):
         self._digest = hashlib.blake2b(digest_size=16)
         self._termination = Termination.from_config(config.get("termination"))
         self._next_supervision = 0.0
-        self._failed = False
 
     # -- set-up ---------------------------------------------------------------------------
     @handles(SimulationStartRequest)
@@ -351,7 +346,8 @@ class SimulationController(Component):
 
     def _finish(self, status: str, error: str | None) -> None:
         self._running = False
-        self._failed = status == "failed"
+        if status == "failed":
+            self.ctx.failed.set()
         progress = self.ctx.progress
         progress.digest = self._digest.hexdigest()
         if progress.steps:
@@ -388,11 +384,8 @@ class SimulationController(Component):
         """Ask one component to shut down; a dead or silent one is left to its conductor."""
         if not self.ctx.supervisor.is_alive(uid):
             return
-        timeout = self.ctx.timeouts.shutdown
-        if self._failed or self.ctx.cancelled.is_set():
-            timeout = min(timeout, SHUTDOWN_AFTER_FAILURE_S)
         try:
-            client.request(request, answer_type, timeout)
+            client.request(request, answer_type, self.ctx.shutdown_timeout())
         except (MosaicError, RemoteError) as error:
             log.warning("%s did not shut down cleanly: %s", client.peer, error)
 
