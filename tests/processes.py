@@ -33,3 +33,34 @@ def kill_all(pids: list[int]) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def children_of(parent: int) -> dict[int, str]:
+    """The processes whose parent is ``parent``, with their state letter (``Z``: not reaped)."""
+    children: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == parent:
+            children[int(entry.name)] = fields[0]
+    return children
+
+
+def kill_and_reap_children() -> dict[int, str]:
+    """SIGKILL and reap every child of this process still present; return what was found."""
+    found = children_of(os.getpid())
+    for pid, state in found.items():
+        if state != "Z":
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+    return found

@@ -21,7 +21,7 @@ from mosaic.operators.config import OperatorConfig, WorkerAssignment
 from mosaic.operators.handle import OperatorProcessHandle, WorkerReplyError
 from mosaic.operators.launcher import OperatorLauncher
 
-from . import PY, no_leaked_processes, start, worker  # noqa: F401 (fixtures)
+from . import PY, worker
 
 pytestmark = pytest.mark.timeout(60)
 

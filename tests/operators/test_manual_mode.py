@@ -21,42 +21,12 @@ import yaml
 from mosaic.operators.manual_mode import ManualSession
 from mosaic.operators.script_mode import operator_config_for
 from mosaic.operators.script_schema import load_evaluation
+from tests.processes import children_of
 
 pytestmark = pytest.mark.timeout(60)
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 FLAKY = Path(__file__).parent / "script_fixtures" / "flaky_worker.py"
-
-
-def children_of(parent: int) -> set[int]:
-    """Processes whose parent is ``parent``."""
-    found = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == parent:
-            found.add(int(entry))
-    return found
-
-
-@pytest.fixture(autouse=True)
-def no_leftover_processes() -> Iterator[None]:
-    """Whatever a test starts is reaped by the end of it; stragglers are killed, then reported."""
-    before = children_of(os.getpid())
-    yield
-    left = children_of(os.getpid()) - before
-    for pid in left:
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-    assert not left, f"processes outlived the test: {sorted(left)}"
 
 
 class Terminal:
@@ -160,7 +130,7 @@ def test_step_reset_and_quit_in_a_terminal(terminal: Terminal, tmp_path: Path) -
     assert "Reset All" in terminal.command("h")
     assert "unknown command 'x'" in terminal.command("x")
 
-    workers = children_of(terminal.process.pid)
+    workers = set(children_of(terminal.process.pid))
     assert len(workers) == 2
     os.write(terminal.master, b"q\n")
     terminal.read_until("stopped every worker")

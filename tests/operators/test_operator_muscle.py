@@ -18,7 +18,6 @@ from mosaic.agents import MuscleContext, Slot
 from mosaic.errors import MosaicError
 from mosaic.operators import OperatorError, OperatorMuscle
 
-from . import no_leaked_processes  # noqa: F401 (fixture)
 from .llm_server import LLMTestServer, Reply
 
 pytestmark = pytest.mark.timeout(60)

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import select
 import signal
 import subprocess
 import sys
 import time
 import typing
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,49 +30,11 @@ from mosaic.operators.script_schema import (
     load_evaluation,
     parse_evaluation,
 )
+from tests.processes import children_of
 
 pytestmark = pytest.mark.timeout(60)
 
 FLAKY = Path(__file__).parent / "script_fixtures" / "flaky_worker.py"
-
-
-# -- process hygiene ---------------------------------------------------------------------------
-
-
-def child_pids() -> set[int]:
-    """Processes whose parent is this test process (running or unreaped)."""
-    return children_of(os.getpid())
-
-
-def children_of(parent: int) -> set[int]:
-    """Processes whose parent is ``parent``."""
-    me, found = parent, set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == me:
-            found.add(int(entry))
-    return found
-
-
-@pytest.fixture(autouse=True)
-def no_leftover_workers() -> Iterator[None]:
-    """Every worker a test starts is stopped and reaped; stragglers are killed, then reported."""
-    before = child_pids()
-    yield
-    left = child_pids() - before
-    for pid in left:
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-    assert not left, f"worker processes outlived the test: {sorted(left)}"
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -234,7 +194,7 @@ def test_sigint_to_the_cli_stops_the_workers_and_exits_130(tmp_path: Path) -> No
         deadline = time.monotonic() + 30
         workers: set[int] = set()
         while len(workers) < 2 and time.monotonic() < deadline:
-            workers = children_of(process.pid)
+            workers = set(children_of(process.pid))
             time.sleep(0.05)
         assert len(workers) == 2
         ready, _, _ = select.select([process.stdout], [], [], 30)  # the first episode line

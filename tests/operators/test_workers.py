@@ -27,7 +27,7 @@ from mosaic.operators.policies import (
 )
 from mosaic.testing import assert_conformant, check_worker
 
-from . import PY, no_leaked_processes, start, worker  # noqa: F401 (fixtures)
+from . import PY, worker
 from .llm_server import LLMTestServer, Reply
 
 pytestmark = pytest.mark.timeout(60)
