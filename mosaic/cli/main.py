@@ -87,6 +87,11 @@ def experiment_start(file: str, store: str | None, jobs: int, quiet: bool, verbo
                             on_progress=progress.update if progress is not None else None,
                             on_run_end=run_ended, jobs=jobs)
         results = executor.execute()
+    except StoreError as error:
+        # The database failed under a running experiment (disk full, locked for too long):
+        # what was written before is committed; say so instead of a traceback.
+        click.echo(f"error: {error}", err=True)
+        sys.exit(EXIT_FAILED)
     finally:
         writer.close(60.0)
     if timings:

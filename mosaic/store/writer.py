@@ -52,6 +52,9 @@ T = TypeVar("T")
 
 # Slice in which callers waiting on the writer re-check that its thread is still alive.
 _POLL = 0.05
+#: How long a synchronous record (an experiment, a run) may wait for the writer. Generous: the
+#: writer may first have to commit a backlog of steps, or wait out another SQLite writer's lock.
+CALL_TIMEOUT_S = 30.0
 
 
 class StoreWriter(WriterThreadMixin):
@@ -218,7 +221,8 @@ class StoreWriter(WriterThreadMixin):
     # -- synchronous calls -------------------------------------------------------------------
 
     def experiment_started(
-        self, uid: str, file: str | None, config: Mapping[str, Any] | None, timeout: float = 10.0
+        self, uid: str, file: str | None, config: Mapping[str, Any] | None,
+        timeout: float = CALL_TIMEOUT_S,
     ) -> int:
         """Record an experiment and return its id.
 
@@ -238,7 +242,8 @@ class StoreWriter(WriterThreadMixin):
         return self._call(insert, timeout, f"recording experiment {uid!r}")
 
     def run_started(
-        self, experiment_id: int, uid: str, run_index: int, seed: int | None, timeout: float = 10.0
+        self, experiment_id: int, uid: str, run_index: int, seed: int | None,
+        timeout: float = CALL_TIMEOUT_S,
     ) -> int:
         """Record a run as running in this process (pid, hostname, now) and return its id.
 
