@@ -138,6 +138,14 @@ class ComponentDied(TransportError):
         super().__init__(f"{component} died: {cause}")
 
 
+class ComponentHung(ComponentDied):
+    """A component's process runs but stopped answering (see mosaic.actors.heartbeat)."""
+
+    def __init__(self, component: str, cause: str) -> None:
+        super().__init__(component, cause)
+        self.args = (f"{component} {cause}",)
+
+
 class RunCancelled(MosaicError):
     """The run was cancelled (signal or user request) while waiting."""
 

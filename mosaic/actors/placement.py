@@ -20,6 +20,7 @@ import weakref
 from collections.abc import Callable
 from typing import Literal
 
+from mosaic.actors import heartbeat
 from mosaic.actors.component import Component
 from mosaic.actors.host import ActorHost, HostStatus
 from mosaic.errors import ComponentDied, RequestTimeout
@@ -50,6 +51,10 @@ class Placed:
     def exit_cause(self) -> str | None:
         """How it ended (exit code, signal, error), or ``None`` while alive."""
         raise NotImplementedError
+
+    def failure(self) -> str | None:
+        """Why it no longer serves (it ended, or it stopped answering), or ``None`` if it does."""
+        return self.exit_cause()
 
     def wait(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s for it to end by itself; True if it has ended."""
@@ -125,26 +130,37 @@ class ProcessPlaced(Placed):
     Construction launches the child and returns at once; :meth:`wait_bound` waits until it has
     bound its endpoint, which it announces with ``READY <endpoint>`` on stdout. Its stderr is
     forwarded to this process's log, and its last lines are kept to explain a crash.
-    The child dies with this process (``PR_SET_PDEATHSIG`` plus a parent check).
+    The child dies with this process (``PR_SET_PDEATHSIG`` plus a parent check), and beats on
+    a pipe of its own (:mod:`mosaic.actors.heartbeat`): after ``heartbeat_timeout`` s of
+    silence it counts as hung.
     """
 
     placement: PlacementKind = "process"
 
     def __init__(self, kind: str, uid: str, endpoint: str, *, cpu: int | None = None,
-                 log_level: int | None = None) -> None:
+                 log_level: int | None = None,
+                 heartbeat_timeout: float = heartbeat.DEFAULT_TIMEOUT_S) -> None:
         self.uid = uid
         self.kind = kind
         self.status = HostStatus()
+        self.heartbeat_timeout = heartbeat_timeout
+        self._heartbeat = heartbeat.HeartbeatMonitor(uid)
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=20)
         level = log_level if log_level is not None else logging.getLogger().getEffectiveLevel()
         command = [sys.executable, "-m", "mosaic.actors.process_main", kind, uid, endpoint,
                    "--parent-pid", str(os.getpid()), "--log-level", logging.getLevelName(level)]
         if cpu is not None:
             command += ["--cpu", str(cpu)]
-        self._process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True, close_fds=True,
-        )
+        command += ["--heartbeat-fd", str(self._heartbeat.child_fd)]
+        try:
+            self._process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                start_new_session=True, close_fds=True, pass_fds=(self._heartbeat.child_fd,),
+            )
+        except BaseException:
+            self._heartbeat.abandon()
+            raise
+        self._heartbeat.started()
         _live_processes.add(self)
         self._readers = [
             threading.Thread(target=self._read_stdout, name=f"{uid}-stdout", daemon=True),
@@ -216,6 +232,15 @@ class ProcessPlaced(Placed):
             cause += f"; last output: {tail}"
         return cause
 
+    def failure(self) -> str | None:
+        cause = self.exit_cause()
+        if cause is not None:
+            return cause
+        silence = self._heartbeat.silence()
+        if silence is not None and silence > self.heartbeat_timeout:
+            return f"stopped answering: no heartbeat for {silence:.1f} s"
+        return None
+
     def stderr_tail(self, lines: int = 5) -> str:
         """The last ``lines`` lines the child wrote to stderr, joined with `` | ``."""
         if not self.alive():
@@ -264,6 +289,7 @@ class ProcessPlaced(Placed):
     def _reap_readers(self) -> None:
         for reader in self._readers:
             reader.join(timeout=1.0)
+        self._heartbeat.join(timeout=1.0)
         for pipe in (self._process.stdout, self._process.stderr):
             if pipe is not None:
                 pipe.close()
@@ -272,7 +298,8 @@ class ProcessPlaced(Placed):
 
 def place(component_factory: Callable[[], Component], kind: str, uid: str,
           placement: PlacementKind, endpoint: str, *, cpu: int | None = None,
-          timeout: float = 30.0, check: Check | None = None) -> Placed:
+          timeout: float = 30.0, check: Check | None = None,
+          heartbeat_timeout: float = heartbeat.DEFAULT_TIMEOUT_S) -> Placed:
     """Start ``kind`` named ``uid`` in a thread or a process, bound to ``endpoint``.
 
     Blocks until the component's endpoint is bound, at most ``timeout`` s; raises
@@ -282,7 +309,8 @@ def place(component_factory: Callable[[], Component], kind: str, uid: str,
         return ThreadPlaced(component_factory(), kind, endpoint, cpu=cpu, timeout=timeout,
                             check=check)
     if placement == "process":
-        return ProcessPlaced(kind, uid, endpoint, cpu=cpu).wait_bound(timeout, check)
+        return ProcessPlaced(kind, uid, endpoint, cpu=cpu,
+                             heartbeat_timeout=heartbeat_timeout).wait_bound(timeout, check)
     raise ValueError(f"unknown placement {placement!r}: expected 'thread' or 'process'")
 
 

@@ -13,6 +13,7 @@ import logging
 import signal
 import sys
 
+from mosaic.actors.heartbeat import start_beating
 from mosaic.lifeline import die_with_parent, parent_alive
 
 #: How often the child looks for its parent when the kernel cannot signal it.
@@ -28,10 +29,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-level", default="WARNING")
     parser.add_argument("--start-timeout", type=float, default=30.0)
     parser.add_argument("--cpu", type=int, default=None, help="CPU of the actor thread")
+    parser.add_argument("--heartbeat-fd", type=int, default=None,
+                        help="a pipe to beat on (see mosaic.actors.heartbeat)")
     args = parser.parse_args(argv)
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent(args.parent_pid)
+    if args.heartbeat_fd is not None:
+        start_beating(args.heartbeat_fd)
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format=f"%(levelname)s {args.uid}: %(message)s")
 

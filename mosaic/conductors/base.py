@@ -35,7 +35,8 @@ class Conductor(Component):
         else:
             endpoint = ctx.endpoints.for_placement(uid, reachable_from_process or placement == "process")
             placed = place(lambda: make_component(kind, uid), kind, uid, placement, endpoint,
-                           cpu=cpu, timeout=ctx.timeouts.setup, check=ctx.check)
+                           cpu=cpu, timeout=ctx.timeouts.setup, check=ctx.check,
+                           heartbeat_timeout=ctx.timeouts.heartbeat)
         self._placed.append(placed)
         self.ctx.supervisor.add(placed)
         return placed
@@ -46,7 +47,11 @@ class Conductor(Component):
         timeout = self.ctx.shutdown_timeout()
         for placed in self._placed:
             self.ctx.supervisor.release(placed.uid)
-            if not placed.stop(timeout):
+            if placed.alive() and placed.failure() is not None:
+                # Stopped answering: it would not hear a request to stop either.
+                placed.kill()
+                killed.append(placed.describe())
+            elif not placed.stop(timeout):
                 log.warning("%s did not stop in time and was killed", placed.describe())
                 killed.append(placed.describe())
         self._placed.clear()

@@ -395,6 +395,7 @@ class Timeouts(_Model):
     setup: Seconds = Field(default=30.0, description="a number of seconds > 0")
     step: Seconds = Field(default=60.0, description="a number of seconds > 0")
     shutdown: Seconds = Field(default=5.0, description="a number of seconds > 0")
+    heartbeat: Seconds = Field(default=2.5, description="a number of seconds > 0")
 
 
 class ExperimentFile(_Model):
@@ -691,6 +692,7 @@ class Experiment(ExperimentFile):
                 "setup": float(self.timeouts.setup),
                 "step": float(self.timeouts.step),
                 "shutdown": float(self.timeouts.shutdown),
+                "heartbeat": float(self.timeouts.heartbeat),
             },
             "default_agent": default_agent,
             "environments": [

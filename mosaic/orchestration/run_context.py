@@ -11,9 +11,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mosaic.actors.heartbeat import DEFAULT_TIMEOUT_S as DEFAULT_HEARTBEAT_TIMEOUT_S
 from mosaic.actors.placement import Placed, ProcessPlaced
 from mosaic.orchestration.names import muscle_uid
-from mosaic.errors import ComponentDied, RunCancelled
+from mosaic.errors import ComponentDied, ComponentHung, RunCancelled
 from mosaic.transport import EndpointAllocator
 
 if TYPE_CHECKING:
@@ -29,11 +30,14 @@ HOT_LOOP_KINDS = frozenset({"environment", "muscle"})
 
 @dataclass(frozen=True)
 class Timeouts:
-    """Seconds allowed for: starting and setting up one component; one update; one shutdown."""
+    """Seconds allowed for: starting and setting up one component; one update; one shutdown;
+    the silence of a component process before it counts as hung (see mosaic.actors.heartbeat).
+    """
 
     setup: float = 30.0
     step: float = 60.0
     shutdown: float = 5.0
+    heartbeat: float = DEFAULT_HEARTBEAT_TIMEOUT_S
 
 
 @dataclass
@@ -76,10 +80,13 @@ class Supervisor:
             self._released.add(uid)
 
     def is_alive(self, uid: str) -> bool:
-        """True if ``uid`` was placed and still runs (unknown uids count as alive)."""
+        """True if ``uid`` was placed and still serves (unknown uids count as alive).
+
+        A process that stopped answering counts as dead: there is no point asking it anything.
+        """
         with self._lock:
             placed = self._placed.get(uid)
-        return placed is None or placed.alive()
+        return placed is None or placed.failure() is None
 
     def placed(self) -> list[Placed]:
         with self._lock:
@@ -89,9 +96,10 @@ class Supervisor:
         with self._lock:
             watched = [p for uid, p in self._placed.items() if uid not in self._released]
         for placed in watched:
-            cause = placed.exit_cause()
+            cause = placed.failure()
             if cause is not None:
-                raise ComponentDied(placed.describe(), cause)
+                failure = ComponentHung if placed.alive() else ComponentDied
+                raise failure(placed.describe(), cause)
 
 
 @dataclass(eq=False)
@@ -123,7 +131,8 @@ class RunContext:
         """
         for kind, uid in planned_processes(self.config):
             cpu = self.hot_cpu if kind in HOT_LOOP_KINDS else None
-            placed = ProcessPlaced(kind, uid, self.endpoints.external(uid), cpu=cpu)
+            placed = ProcessPlaced(kind, uid, self.endpoints.external(uid), cpu=cpu,
+                                   heartbeat_timeout=self.timeouts.heartbeat)
             self.prelaunched[uid] = placed
             self.supervisor.add(placed)
 

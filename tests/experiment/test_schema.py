@@ -86,7 +86,8 @@ class TestDefaults:
         assert (experiment.transport, experiment.host) == ("ipc", "127.0.0.1")
         assert experiment.store.path is None and experiment.store.record_steps is True
         timeouts = experiment.timeouts
-        assert (timeouts.setup, timeouts.step, timeouts.shutdown) == (30.0, 60.0, 5.0)
+        assert (timeouts.setup, timeouts.step, timeouts.shutdown, timeouts.heartbeat) == (
+            30.0, 60.0, 5.0, 2.5)
         agent = experiment.agents[0]
         assert agent.brain.class_path == "mosaic.agents:NoOpBrain"
         assert agent.params == {} and agent.muscle.params == {}
@@ -151,7 +152,7 @@ agents:
     muscle: {class: mosaic.agents:RandomMuscle, params: {eps: 0.2}}
     placement: thread
 store: {path: results/two.db, record_steps: false}
-timeouts: {setup: 1, step: 2.5, shutdown: 3}
+timeouts: {setup: 1, step: 2.5, shutdown: 3, heartbeat: 4}
 """
 
 
@@ -192,7 +193,7 @@ class TestRunConfig:
         assert (config["episodes"], config["max_steps"], config["mode"]) == (4, 100, "test")
         assert (config["transport"], config["host"]) == ("tcp", "127.0.0.1")
         assert config["record_steps"] is False
-        assert config["timeouts"] == {"setup": 1.0, "step": 2.5, "shutdown": 3.0}
+        assert config["timeouts"] == {"setup": 1.0, "step": 2.5, "shutdown": 3.0, "heartbeat": 4.0}
         assert config["store_path"] == str(experiment.source.parent / "results" / "two.db")
         assert [env["policy_mapping"] for env in config["environments"]] == [
             {"agent_0": "left"},
