@@ -24,6 +24,7 @@ from mosaic.actors import heartbeat
 from mosaic.actors.component import Component
 from mosaic.actors.host import ActorHost, HostStatus
 from mosaic.errors import ComponentDied, RequestTimeout
+from mosaic.transport.security import child_arguments
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +152,7 @@ class ProcessPlaced(Placed):
                    "--parent-pid", str(os.getpid()), "--log-level", logging.getLevelName(level)]
         if cpu is not None:
             command += ["--cpu", str(cpu)]
+        command += child_arguments()  # this process's CURVE key folder, if it has one
         command += ["--heartbeat-fd", str(self._heartbeat.child_fd)]
         try:
             self._process = subprocess.Popen(

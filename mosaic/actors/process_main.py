@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-level", default="WARNING")
     parser.add_argument("--start-timeout", type=float, default=30.0)
     parser.add_argument("--cpu", type=int, default=None, help="CPU of the actor thread")
+    parser.add_argument("--curve-keys", default=None, help="CURVE key folder for tcp sockets")
     parser.add_argument("--heartbeat-fd", type=int, default=None,
                         help="a pipe to beat on (see mosaic.actors.heartbeat)")
     args = parser.parse_args(argv)
@@ -44,11 +45,15 @@ def main(argv: list[str] | None = None) -> int:
     from mosaic.actors.host import ActorHost, HostStatus
     from mosaic.actors.kinds import make_component
     from mosaic.transport import pin_io_threads
+    from mosaic.transport.keys import load_keys
+    from mosaic.transport.security import enable
 
     pin_io_threads(args.cpu)
 
     status = HostStatus()
     try:
+        if args.curve_keys is not None:
+            enable(load_keys(args.curve_keys))  # stopped at exit (see mosaic.transport.security)
         component = make_component(args.kind, args.uid)
     except Exception as error:
         print(f"FAILED {type(error).__name__}: {error}", flush=True)

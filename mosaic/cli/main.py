@@ -15,6 +15,8 @@ from pathlib import Path
 
 import click
 
+from mosaic.cli.keys import keys
+
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
@@ -162,6 +164,9 @@ def runs_show(run: str, store: str | None, experiment: str | None) -> None:
     except StoreError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(EXIT_BAD_INPUT)
+
+
+cli.add_command(keys)
 
 
 _PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True,

@@ -61,7 +61,8 @@ def load_experiment(
     top-level code runs. The results store is ``store_override`` when given (a relative path
     resolves against the current folder, as a command-line path does), else the file's
     ``store.path`` (a relative path resolves against the experiment file's folder), else
-    ``<file stem>.sqlite`` next to the experiment file.
+    ``<file stem>.sqlite`` next to the experiment file. ``curve_keys``, a relative path too,
+    resolves against the experiment file's folder, and its keys are read and checked here.
 
     Raises :class:`~mosaic.errors.ConfigError` for a file that is missing, unreadable, not
     YAML or not a valid experiment. The error carries every problem found (``problems``), and
@@ -88,8 +89,10 @@ def load_experiment(
 
     source = source.resolve()
     store_path = _store_path(model, source, store_override, shown, document)
+    curve_keys_dir = _curve_keys_dir(model, source, shown, document)
     fields = {name: getattr(model, name) for name in ExperimentFile.model_fields}
-    return Experiment.model_validate({**fields, "source": source, "store_path": store_path})
+    return Experiment.model_validate({**fields, "source": source, "store_path": store_path,
+                                      "curve_keys_dir": curve_keys_dir})
 
 
 def format_location(loc: Loc) -> str:
@@ -494,3 +497,23 @@ def _store_path(
             line=line,
         )
     return store
+
+
+def _curve_keys_dir(
+    model: ExperimentFile, source: Path, shown: str, document: _Document
+) -> Path | None:
+    """The key folder of ``curve_keys``, resolved like ``store.path``, once its keys are read."""
+    if model.curve_keys is None:
+        return None
+    # Imported when needed: the transport package is heavy, and a file check should be quick.
+    from mosaic.transport.keys import HOW_TO_GENERATE, KeyFileError, load_keys
+
+    folder = Path(model.curve_keys).expanduser()
+    folder = (folder if folder.is_absolute() else source.parent / folder).resolve()
+    try:
+        load_keys(folder)
+    except KeyFileError as error:
+        _, line = _position(("curve_keys",), document.nodes)
+        raise ConfigError(shown, "curve_keys", f"{error.path}: {error.problem}", HOW_TO_GENERATE,
+                          line=line) from None
+    return folder

@@ -419,6 +419,10 @@ class ExperimentFile(_Model):
     placement: Placement = Field(default="thread", description="'thread' or 'process'")
     transport: Transport = Field(default="ipc", description="'ipc' or 'tcp'")
     host: str = Field(default="127.0.0.1", description="an IP address such as 127.0.0.1")
+    curve_keys: str | None = Field(
+        default=None,
+        description="a folder written by 'mosaic keys generate', relative to this file",
+    )
     cpu_affinity: Literal["auto", "none"] | Annotated[int, Field(ge=0)] = Field(
         default="auto", description="'auto', 'none' or a CPU number >= 0"
     )
@@ -444,6 +448,14 @@ class ExperimentFile(_Model):
             hint = "did you mean '127.0.0.1'?" if host == "localhost" else ""
             _raise(Problem((), f"expected an IP address, got {host!r}", hint))
         return host
+
+    @field_validator("curve_keys")
+    @classmethod
+    def _a_folder_path(cls, path: str | None) -> str | None:
+        if path is not None and not path.strip():
+            _raise(Problem((), "expected a folder path, got an empty text",
+                           f"{_how_to_generate()}, or leave the key out"))
+        return path
 
     @model_validator(mode="after")
     def _references(self) -> ExperimentFile:
@@ -553,15 +565,26 @@ def _section_problems(
 
 
 def _run_problems(experiment: ExperimentFile) -> list[Problem]:
-    """The tcp host and the run seeds."""
+    """The tcp host, the CURVE keys and the run seeds."""
     problems: list[Problem] = []
-    if experiment.transport == "tcp" and not ipaddress.ip_address(experiment.host).is_loopback:
+    public = not ipaddress.ip_address(experiment.host).is_loopback
+    if experiment.transport == "tcp" and public and experiment.curve_keys is None:
         problems.append(
             Problem(
                 ("host",),
-                f"expected a loopback address with transport tcp, got {experiment.host}",
-                "listening beyond this machine requires CURVE keys, which mosaic does not "
-                "support yet; use 127.0.0.1, or transport: ipc",
+                f"{experiment.host} is not a loopback address; listening on it with transport "
+                "tcp requires CURVE keys",
+                f"{_how_to_generate()}; or use 127.0.0.1",
+            )
+        )
+    if experiment.transport != "tcp" and experiment.curve_keys is not None:
+        # ipc sockets are files in a private folder: there is nothing to encrypt or keep out,
+        # and keys that silently did nothing would suggest a protection that is not there.
+        problems.append(
+            Problem(
+                ("curve_keys",),
+                f"curve_keys secures tcp only, but transport is {experiment.transport}",
+                "set transport: tcp, or remove curve_keys",
             )
         )
     first_run: dict[int, int] = {}
@@ -581,6 +604,13 @@ def _run_problems(experiment: ExperimentFile) -> list[Problem]:
     return problems
 
 
+def _how_to_generate() -> str:
+    # Imported when needed: the transport package is heavy, and a file check should be quick.
+    from mosaic.transport.keys import HOW_TO_GENERATE
+
+    return HOW_TO_GENERATE
+
+
 def _choices_hint(value: str, choices: list[str], what: str) -> str:
     import difflib
 
@@ -594,13 +624,15 @@ def _choices_hint(value: str, choices: list[str], what: str) -> str:
 class Experiment(ExperimentFile):
     """A validated experiment, ready to run; frozen.
 
-    Besides the file's keys it holds ``source``, the experiment file (absolute), and
+    Besides the file's keys it holds ``source``, the experiment file (absolute),
     ``store_path``, the results store resolved as :func:`~mosaic.experiment.load_experiment`
-    documents. Build it with :func:`~mosaic.experiment.load_experiment`.
+    documents, and ``curve_keys_dir``, the key folder of ``curve_keys`` (absolute, its keys
+    checked) or ``None``. Build it with :func:`~mosaic.experiment.load_experiment`.
     """
 
     source: Path
     store_path: Path
+    curve_keys_dir: Path | None = None
 
     def run_seeds(self) -> list[int]:
         """Return the seed of each run, ``runs`` of them, derived from ``seed``.

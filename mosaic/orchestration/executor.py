@@ -31,6 +31,8 @@ from mosaic.orchestration.run_context import RunContext, Timeouts
 from mosaic.orchestration.run_governor import RunGovernor
 from mosaic.seeding import phase_seed
 from mosaic.transport import EndpointAllocator, RequestClient, RequestServer, pin_io_threads
+from mosaic.transport.keys import load_keys
+from mosaic.transport.security import curve
 
 if TYPE_CHECKING:
     from mosaic.experiment import Experiment
@@ -130,11 +132,13 @@ class Executor:
         """Run every run, up to ``jobs`` at once; return their results in run order.
 
         Runs not started because of a cancel are absent. A run that fails does not stop the
-        others; it only skips its own later phases.
+        others; it only skips its own later phases. With ``curve_keys``, every tcp socket of
+        this process and of the component processes is secured with them until the end.
         """
         experiment = self.experiment
         results: list[RunResult] = []
-        with self._signals_handled():
+        keys = load_keys(experiment.curve_keys_dir) if experiment.curve_keys_dir else None
+        with self._signals_handled(), curve(keys):
             experiment_id = self.store.experiment_started(
                 experiment.uid, str(experiment.source), experiment.run_config(0))
             prefix = f"{experiment.uid}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"

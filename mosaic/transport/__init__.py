@@ -1,4 +1,4 @@
-"""ZeroMQ transport: one context per process, ROUTER servers, DEALER clients."""
+"""ZeroMQ transport: one context per process, ROUTER servers, DEALER clients, CURVE on tcp."""
 
 from mosaic.transport.client import RequestClient
 from mosaic.transport.context import context, pin_io_threads

@@ -13,6 +13,7 @@ from mosaic.errors import CodecError, RemoteError, RequestTimeout, TransportErro
 from mosaic.messages import ErrorResponse, Notice, Request, Response
 from mosaic.messages.codec import DEFAULT_MAX_FRAME_BYTES, decode_message, encode_message
 from mosaic.transport.context import context
+from mosaic.transport.security import secure_client
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class RequestClient:
         sock.setsockopt(zmq.RECONNECT_IVL, 10)
         sock.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes)
         sock.setsockopt(zmq.RCVTIMEO, int(CHECK_INTERVAL_S * 1000))
+        secure_client(sock, endpoint)  # CURVE on tcp when this process has keys
         sock.connect(endpoint)
         self._socket = sock
         self._next_id = 0

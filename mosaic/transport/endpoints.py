@@ -1,4 +1,7 @@
-"""Where components listen: inproc for threads, ipc or tcp (loopback) for processes."""
+"""Where components listen: inproc for threads, ipc or tcp for processes.
+
+tcp binds to loopback unless the process has CURVE keys (:mod:`mosaic.transport.security`).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ import tempfile
 from typing import Literal
 
 from mosaic.errors import ConfigError
+from mosaic.transport.keys import HOW_TO_GENERATE
+from mosaic.transport.security import enabled
 
 Placement = Literal["thread", "process"]
 Transport = Literal["ipc", "tcp"]
@@ -31,14 +36,16 @@ class EndpointAllocator:
     Thread-placed components get ``inproc://`` endpoints (no syscalls, same process). Components
     that must be reachable from another process get ``ipc://`` sockets in a private temporary
     folder, or ``tcp://host:*`` where the bound port is read back after binding. Binding beyond
-    loopback is refused: it needs CURVE keys, which this allocator does not configure.
+    loopback is refused unless CURVE keys are enabled in this process (see
+    :func:`mosaic.transport.security.enable`): a tcp server is then reachable by others, and only
+    the keys keep them out.
     """
 
     def __init__(self, scope: str, *, transport: Transport = "ipc", host: str = "127.0.0.1"):
-        if transport == "tcp" and not is_loopback(host):
+        if transport == "tcp" and not is_loopback(host) and enabled() is None:
             raise ConfigError(
-                "", "host", f"refusing to bind {host!r}: not a loopback address",
-                "binding beyond loopback requires CURVE keys",
+                "", "host", f"refusing to bind {host!r}: not a loopback address, and no CURVE "
+                "keys are enabled", HOW_TO_GENERATE,
             )
         self.scope = scope
         self.transport = transport

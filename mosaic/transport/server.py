@@ -11,6 +11,7 @@ from mosaic.errors import CodecError
 from mosaic.messages import ErrorResponse, Message, Response
 from mosaic.messages.codec import DEFAULT_MAX_FRAME_BYTES, decode_message, encode_message
 from mosaic.transport.context import context
+from mosaic.transport.security import secure_server
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ class RequestServer:
             # A blocking receive that gives up after the idle timeout: one call per message
             # on the hot path instead of a poll and a receive.
             sock.setsockopt(zmq.RCVTIMEO, idle_timeout_ms)
+            secure_server(sock, endpoint)  # CURVE on tcp when this process has keys
             sock.bind(endpoint)
             last = sock.getsockopt_string(zmq.LAST_ENDPOINT)
         except Exception:

@@ -44,6 +44,20 @@ CORPUS: dict[str, Expect] = {
     "bad_placement.yml": Expect("placement", 2, "got the text 'threads'", "'thread'"),
     "brain_is_a_muscle.yml": Expect("agents[0].brain", 7, "mosaic.agents.Brain", "under 'muscle:'"),
     "comments_only.yml": Expect("", None, "the file is empty"),
+    "curve_keys_empty.yml": Expect("curve_keys", 3, "expected a folder path", "keys generate"),
+    "curve_keys_malformed.yml": Expect(
+        "curve_keys", 4, "keys_malformed/server.key_secret: malformed certificate: secret-key",
+        'run "mosaic keys generate DIR" and set curve_keys: DIR',
+    ),
+    "curve_keys_missing_file.yml": Expect(
+        "curve_keys", 4, "keys_incomplete/server.key_secret: no such file", "keys generate DIR"
+    ),
+    "curve_keys_missing_folder.yml": Expect(
+        "curve_keys", 4, "bad/no_such_keys: no such folder", "keys generate DIR"
+    ),
+    "curve_keys_with_ipc.yml": Expect(
+        "curve_keys", 3, "secures tcp only, but transport is ipc", "set transport: tcp"
+    ),
     "component_wrong_type.yml": Expect("agents[0].muscle", 7, "got a list"),
     "duplicate_key.yml": Expect("episodes", 9, "duplicate key 'episodes' (first at line 2)"),
     "duplicate_nested_key.yml": Expect("agents[0].muscle", 8, "duplicate key 'muscle'"),
@@ -100,7 +114,10 @@ CORPUS: dict[str, Expect] = {
     "recursive_alias.yml": Expect("environments[0].params.inner", 6, "recursive alias"),
     "store_url.yml": Expect("store.path", 9, "expected a file path"),
     "syntax_error.yml": Expect("", 5, "invalid YAML", ""),
-    "tcp_public_host.yml": Expect("host", 3, "loopback", "CURVE"),
+    "tcp_public_host.yml": Expect(
+        "host", 3, "0.0.0.0 is not a loopback address; listening on it with transport tcp "
+        "requires CURVE keys", 'run "mosaic keys generate DIR" and set curve_keys: DIR',
+    ),
     "top_level_list.yml": Expect("", 1, "expected a mapping of keys at the top level"),
     "two_agents_no_mapping.yml": Expect(
         "environments[0].policy_mapping", 3, "missing policy_mapping", "with more"
