@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 from mosaic.errors import MosaicError
+from mosaic.log_limit import LogLimiter
 from mosaic.messages import ErrorResponse, Message, Notice, Response
 from mosaic.transport import RequestClient
 
@@ -66,6 +67,8 @@ class Component:
         self.stop_requested = False
         self._clients: list[RequestClient] = []
         self._stop_pending: Callable[[], bool] = lambda: False
+        #: Bounds the log of messages nobody handles: anyone who reaches the endpoint can send them.
+        self.unhandled_log = LogLimiter(log, uid, "messages without a handler dropped")
 
     # -- lifecycle hooks ------------------------------------------------------------------
     def on_setup(self) -> None:
@@ -118,7 +121,8 @@ class Component:
         name = self._handlers.get(type(message))
         if name is None:
             tag = type(message).__name__
-            log.error("%s: no handler for %s", self.uid, tag)
+            if self.unhandled_log.allow(tag):
+                log.error("%s: no handler for %s", self.uid, tag)
             if isinstance(message, Notice):
                 return None
             return ErrorResponse(request=tag, error_type="UnhandledMessage",

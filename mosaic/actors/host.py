@@ -142,6 +142,7 @@ class ActorHost(pykka.ThreadingActor):
         except Exception:
             log.exception("%s: on_shutdown failed", self.component.uid)
         finally:
+            self.component.unhandled_log.flush(force=True)
             self.component.close_clients()
             if self._server is not None:
                 self._server.close()

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import zmq
 
 from mosaic.errors import CodecError
+from mosaic.log_limit import LogLimiter
 from mosaic.messages import ErrorResponse, Message, Response
 from mosaic.messages.codec import DEFAULT_MAX_FRAME_BYTES, decode_message, encode_message
 from mosaic.transport.context import context
@@ -31,6 +32,7 @@ class RequestServer:
     Malformed frames (wrong frame count, bad msgpack, unknown types, wrong fields, wrong protocol
     version, oversized) are logged and rejected with an :class:`ErrorResponse` where the sender can
     be identified; they never raise out of :meth:`receive`, so the owning actor keeps running.
+    A flood of them is logged in part, then summarised (:class:`~mosaic.log_limit.LogLimiter`).
     Frames above ``max_frame_bytes`` are also dropped by ZeroMQ itself (``MAXMSGSIZE``).
     """
 
@@ -39,6 +41,8 @@ class RequestServer:
         self.name = name
         self.max_frame_bytes = max_frame_bytes
         self.rejected = 0
+        # A flood of garbage must not become a flood of log lines (see mosaic.log_limit).
+        self._log_limit = LogLimiter(log, name, "malformed messages rejected")
         sock = context().socket(zmq.ROUTER)
         try:
             sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
@@ -65,6 +69,7 @@ class RequestServer:
         try:
             frames = self._socket.recv_multipart(0 if wait else zmq.NOBLOCK)
         except zmq.Again:
+            self._log_limit.flush()  # idle: a moment to summarise a flood that has ended
             return None
         if len(frames) != 2:
             self._reject(frames[0] if frames else None, 0, "?",
@@ -87,7 +92,9 @@ class RequestServer:
 
     def _reject(self, peer: bytes | None, correlation_id: int, request: str, error: Exception) -> None:
         self.rejected += 1
-        log.error("%s: rejected a malformed message: %s: %s", self.name, type(error).__name__, error)
+        if self._log_limit.allow(type(error).__name__):
+            log.error("%s: rejected a malformed message: %s: %s", self.name, type(error).__name__,
+                      error)
         if peer is None:
             return
         answer = ErrorResponse(request=request, error_type=type(error).__name__, error=str(error))
@@ -98,4 +105,5 @@ class RequestServer:
 
     def close(self) -> None:
         """Close the socket. Idempotent."""
+        self._log_limit.flush(force=True)
         self._socket.close(linger=0)

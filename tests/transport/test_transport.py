@@ -2,29 +2,42 @@
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 
-import msgpack
 import numpy as np
 import pytest
-import zmq
 
-from mosaic.errors import RemoteError, RequestTimeout
+from mosaic.errors import CodecError, RemoteError, RequestTimeout
+from mosaic.log_limit import DEFAULT_BURST
 from mosaic.messages import (
     EnvironmentUpdateRequest,
     EnvironmentUpdateResponse,
     ErrorResponse,
     PingRequest,
     PongResponse,
+    Request,
 )
-from mosaic.messages.codec import PROTOCOL_VERSION, decode_message, encode_message
-from mosaic.transport import RequestClient, RequestServer, context
+from mosaic.messages.codec import decode_message, encode_message
+from mosaic.transport import RequestClient, RequestServer
+from tests.hostile import (
+    KINDS,
+    flood,
+    hostile_messages,
+    send_and_collect,
+    send_not_zeromq,
+    send_oversized,
+)
 
 pytestmark = pytest.mark.timeout(30)
 
 
 class EchoServer:
-    """A server thread answering PingRequest with PongResponse, optionally after a delay."""
+    """A server thread answering PingRequest with PongResponse, optionally after a delay.
+
+    ``endpoint`` is where it was bound (the port the OS chose, for ``tcp://...:*``).
+    """
 
     def __init__(self, endpoint: str, delay: float = 0.0) -> None:
         self.endpoint = endpoint
@@ -38,11 +51,12 @@ class EchoServer:
 
     def _serve(self) -> None:
         server = RequestServer(self.endpoint, name="echo", idle_timeout_ms=20)
+        self.endpoint = server.endpoint
         self.ready.set()
         try:
             while not self.done.is_set():
                 incoming = server.receive()
-                if incoming is not None:
+                if incoming is not None and isinstance(incoming.message, PingRequest):
                     if self.delay:
                         self.done.wait(self.delay)
                     server.reply(incoming, PongResponse("echo"))
@@ -62,12 +76,8 @@ def endpoint(request, tmp_path):
 
 
 def test_a_request_gets_its_answer_over_every_transport(endpoint):
-    if endpoint.startswith("tcp"):
-        server = RequestServer(endpoint, name="probe")
-        endpoint = server.endpoint
-        server.close()
     echo = EchoServer(endpoint)
-    client = RequestClient(endpoint, peer="echo")
+    client = RequestClient(echo.endpoint, peer="echo")
     try:
         for _ in range(3):
             assert client.request(PingRequest(), PongResponse, 5).uid == "echo"
@@ -104,39 +114,91 @@ def test_an_error_response_raises_remote_error():
         server.close()
 
 
-HOSTILE = [
-    b"",
-    b"\xc1",  # never valid msgpack
-    b"\x94\x01\x00",  # truncated envelope
-    msgpack.packb([PROTOCOL_VERSION, 1, "NoSuchMessage", {}]),
-    msgpack.packb([PROTOCOL_VERSION + 1, 1, "PingRequest", {}]),
-    msgpack.packb([PROTOCOL_VERSION, 1, "EnvironmentUpdateRequest", {"actions": 5}]),
-    msgpack.packb([PROTOCOL_VERSION, 1, "EnvironmentUpdateRequest", {"wrong": {}}]),
-    msgpack.packb({"not": "an envelope"}),
-    bytes(range(256)) * 4,
-]
+def test_no_hostile_message_decodes_to_a_request():
+    """The hostile set must stay hostile: were one of them a request a component handles, the
+    end-to-end attack would alter the run it attacks instead of testing its defences."""
+    kinds = set()
+    for item in hostile_messages(oversized=False):
+        kinds.add(item.kind)
+        if len(item.frames) != 1:
+            continue  # a server takes exactly one frame per message
+        try:
+            _, message = decode_message(item.frames[0])
+        except CodecError:
+            continue
+        assert not isinstance(message, Request), item.label
+        assert not item.answered, f"{item.label} decodes, yet is said to be answered"
+    assert kinds == set(KINDS) - {"oversized"}
 
 
-def test_hostile_frames_are_rejected_and_the_server_keeps_serving():
-    echo = EchoServer("inproc://hostile")
-    raw = context().socket(zmq.DEALER)
-    raw.setsockopt(zmq.LINGER, 0)
-    raw.setsockopt(zmq.RCVTIMEO, 2000)
-    raw.connect("inproc://hostile")
-    client = RequestClient("inproc://hostile", peer="echo")
+def test_hostile_messages_are_rejected_and_the_server_keeps_serving(endpoint, caplog):
+    """Every kind of hostile message, over every transport: each is rejected (answered with an
+    ErrorResponse where mosaic sees it) and logged by kind, and the server serves on."""
+    items = hostile_messages()
+    echo = EchoServer(endpoint)
+    endpoint = echo.endpoint
+    client = RequestClient(endpoint, peer="echo")
     try:
-        for frame in HOSTILE:
-            raw.send(frame)
-            _, answer = decode_message(raw.recv())
-            assert isinstance(answer, ErrorResponse)
-        raw.send_multipart([b"two", b"frames"])  # wrong frame count: rejected too
-        raw.recv()
-        assert client.request(PingRequest(), PongResponse, 5).uid == "echo"
-        assert echo.rejected == len(HOSTILE) + 1
+        with caplog.at_level(logging.ERROR, logger="mosaic.transport.server"):
+            answers = send_and_collect(endpoint, items[:-1])
+            assert all(isinstance(a, ErrorResponse) for a in answers), answers
+            assert len(answers) == sum(item.answered for item in items[:-1])
+            oversized = items[-1]
+            if endpoint.startswith("inproc://"):
+                [answer] = send_and_collect(endpoint, [oversized])
+                assert answer.error_type == "FrameTooLarge"
+            else:
+                # ZeroMQ drops it, and the connection, before mosaic sees it (MAXMSGSIZE).
+                assert send_oversized(endpoint, oversized, 2) == 2
+            assert client.request(PingRequest(), PongResponse, 5).uid == "echo"
+            # Every message that reached the server but the Response (which decodes) counts.
+            reaching = [item for item in items if item.answered_on(endpoint) or not item.oversized]
+            deadline = time.monotonic() + 5
+            while echo.rejected < len(reaching) - 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert echo.rejected == len(reaching) - 1
+            if not endpoint.startswith("inproc://"):
+                send_not_zeromq(endpoint)
+                assert client.request(PingRequest(), PongResponse, 5).uid == "echo"
     finally:
-        raw.close()
         client.close()
         echo.stop()
+    logged = {r.getMessage().split(": ")[2] for r in caplog.records
+              if "rejected a malformed message" in r.getMessage()}
+    expected = {"MalformedFrame", "MessageFieldError", "UnknownMessageType",
+                "ProtocolVersionMismatch", "CodecError"}
+    if endpoint.startswith("inproc://"):
+        expected.add("FrameTooLarge")
+    assert logged == expected
+
+
+@pytest.mark.parametrize("read", [True, False], ids=["answers-read", "answers-unread"])
+def test_a_flood_is_logged_in_part_and_summarised(endpoint, read, caplog):
+    """10,000 garbage frames: each rejected, a few dozen lines logged, not 10,000, and quickly;
+    an attacker who leaves the answers unread does not stall the server either."""
+    count = 10_000
+    echo = EchoServer(endpoint)
+    client = RequestClient(echo.endpoint, peer="echo")
+    try:
+        with caplog.at_level(logging.ERROR, logger="mosaic.transport.server"):
+            started = time.monotonic()
+            if read:
+                assert flood(echo.endpoint, count) == count
+            else:
+                flood(echo.endpoint, count, unread_until=lambda: echo.rejected >= count)
+            elapsed = time.monotonic() - started
+            assert client.request(PingRequest(), PongResponse, 10).uid == "echo"
+    finally:
+        client.close()
+        echo.stop()  # closing the server logs the summary of what it held back
+    assert echo.rejected == count
+    assert elapsed < 30, f"10,000 rejections took {elapsed:.1f} s"
+    lines = [r.getMessage() for r in caplog.records if r.name == "mosaic.transport.server"]
+    one_by_one = [line for line in lines if "rejected a malformed message" in line]
+    [summary] = [line for line in lines if "more malformed messages rejected" in line]
+    assert 0 < len(one_by_one) <= DEFAULT_BURST * 6  # at most six kinds of CodecError
+    held = int(summary.split(": ")[1].split()[0])
+    assert len(one_by_one) + held == count
 
 
 def test_numpy_payloads_cross_the_wire_exactly():
