@@ -64,3 +64,25 @@ def kill_and_reap_children() -> dict[int, str]:
         except ChildProcessError:
             pass
     return found
+
+
+def component_pids(parent: int, kind: str, uid: str) -> list[int]:
+    """Every child of ``parent`` running component ``kind uid`` (``process_main KIND UID``;
+    one per run of the experiment)."""
+    found = []
+    for pid in children_of(parent):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"mosaic.actors.process_main" in argv:
+            at = argv.index(b"mosaic.actors.process_main")
+            if argv[at + 1:at + 3] == [kind.encode(), uid.encode()]:
+                found.append(pid)
+    return found
+
+
+def component_pid(parent: int, kind: str, uid: str) -> int | None:
+    """The pid of ``parent``'s one component process ``kind uid``, or None."""
+    pids = component_pids(parent, kind, uid)
+    return pids[0] if pids else None

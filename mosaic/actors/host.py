@@ -84,7 +84,17 @@ class ActorHost(pykka.ThreadingActor):
 
     def on_receive(self, message: Any) -> Any:
         if message is _SERVE:
-            self._serve()
+            try:
+                self._serve()
+            except Exception:
+                raise
+            except BaseException as error:
+                # SystemExit or KeyboardInterrupt from a component's code (signals reach only
+                # the main thread): this actor fails, alone. Let through, it would make pykka
+                # stop every actor of the process, other runs' too.
+                self.status.failure = f"{type(error).__name__}: {error}"
+                log.error("%s: %s raised in its thread", self.component.uid, self.status.failure)
+                self.stop()
             return None
         return super().on_receive(message)
 

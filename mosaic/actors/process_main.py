@@ -65,14 +65,25 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"READY {status.endpoint}", flush=True)
 
+    stopping = False
+
+    def stop() -> None:
+        # Once only. pykka's stop takes its inbox's lock, and a SIGTERM can interrupt this
+        # thread while it holds that lock; another stop from the handler would then wait for
+        # it forever. A killed parent sends several: one per parent thread that ends (each
+        # hands this child on to the next, see mosaic.lifeline).
+        nonlocal stopping
+        if not stopping:
+            stopping = True
+            ref.stop(block=False)
+
     def on_term(signum: int, frame: object) -> None:
-        # Only this thread touches the pykka inbox from outside, so a tell is safe here.
-        ref.stop(block=False)
+        stop()
 
     signal.signal(signal.SIGTERM, on_term)
     while not status.stopped.wait(PARENT_CHECK_S):
         if not parent_alive(args.parent_pid):
-            ref.stop(block=False)
+            stop()
             status.stopped.wait(5.0)
             break
     return 0 if status.failure is None else 1

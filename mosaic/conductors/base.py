@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import logging
+import threading
+
 from mosaic.actors.component import Component
 from mosaic.actors.kinds import make_component
 from mosaic.actors.placement import Placed, PlacementKind, place
 from mosaic.orchestration.run_context import HOT_LOOP_KINDS, RunContext
+from mosaic.orchestration.shutdown_clock import ShutdownClock
 
 log = logging.getLogger(__name__)
+
+#: How often a reap looks at the clock while components stop.
+_REAP_SLICE_S = 0.02
+
+
+def _stop(placed: Placed, timeout: float, ended: list[bool]) -> None:
+    ended.append(placed.stop(timeout))
 
 
 class Conductor(Component):
@@ -42,16 +52,34 @@ class Conductor(Component):
         return placed
 
     def reap(self) -> tuple[str, ...]:
-        """End every placed component; return those that had to be killed."""
+        """End every placed component; return those that had to be killed.
+
+        They are stopped all at once, each in a thread of its own, so that slow ones do not
+        add up; a cancel or a failure meanwhile cuts the time left (see :class:`ShutdownClock`),
+        and whoever is still stopping then is killed.
+        """
         killed = []
-        timeout = self.ctx.shutdown_timeout()
+        clock = ShutdownClock(self.ctx)
+        stopping: list[tuple[Placed, threading.Thread, list[bool]]] = []
         for placed in self._placed:
             self.ctx.supervisor.release(placed.uid)
             if placed.alive() and placed.failure() is not None:
                 # Stopped answering: it would not hear a request to stop either.
                 placed.kill()
                 killed.append(placed.describe())
-            elif not placed.stop(timeout):
+                continue
+            ended: list[bool] = []
+            thread = threading.Thread(target=_stop, args=(placed, clock.timeout, ended),
+                                      name=f"stop-{placed.uid}", daemon=True)
+            thread.start()
+            stopping.append((placed, thread, ended))
+        for placed, thread, ended in stopping:
+            while thread.is_alive() and not clock.expired():
+                thread.join(_REAP_SLICE_S)
+            late = thread.is_alive()
+            if late:
+                placed.kill()
+            if late or ended != [True]:
                 log.warning("%s did not stop in time and was killed", placed.describe())
                 killed.append(placed.describe())
         self._placed.clear()

@@ -29,6 +29,10 @@ from mosaic.transport import RequestClient
 
 log = logging.getLogger(__name__)
 
+#: How Placed.exit_cause begins for a component that ended in order: a process that exited
+#: normally or on the SIGTERM that Placed.stop sends, a thread that stopped.
+_ORDERLY_ENDS = frozenset({"exit code 0", "killed by SIGTERM", "stopped"})
+
 _OUTCOMES = {"finished": RunState.FINISHED, "failed": RunState.FAILED, "cancelled": RunState.CANCELLED}
 
 
@@ -135,6 +139,14 @@ class RunGovernor(Component):
         for placed in reversed(self._orchestration):
             if not placed.stop(ctx.timeouts.shutdown):
                 killed.append(placed.describe())
+        if self._outcome is not None and self._outcome[0] is RunState.FINISHED:
+            # A part that died on its way out lost what it was saving (a checkpoint, say); a
+            # signal during the shutdown cut it short, and the same may be lost.
+            death = self._death_in_shutdown(killed)
+            if death is not None:
+                self._outcome = (RunState.FAILED, f"shutdown failed: {death}")
+            elif ctx.cancelled.is_set():
+                self._outcome = (RunState.CANCELLED, None)
         # Whatever is still alive now was missed by its conductor: nothing may outlive the run.
         for placed in ctx.supervisor.placed():
             if placed.alive():
@@ -147,6 +159,17 @@ class RunGovernor(Component):
         # A thread cannot be killed: one its conductor gave up on is still alive in the sweep.
         return ExperimentShutdownResponse(ctx.run_uid, state.value, error, progress.episodes,
                                           progress.steps, tuple(dict.fromkeys(killed)))
+
+    def _death_in_shutdown(self, killed: list[str]) -> str | None:
+        """The first component that ended otherwise than by its own orderly stop or a kill of
+        the run's (those in ``killed``), and how; ``None`` if there is none."""
+        for placed in self.ctx.supervisor.placed():
+            cause = placed.exit_cause()
+            if cause is None or placed.describe() in killed:
+                continue
+            if cause.split(";", 1)[0] not in _ORDERLY_ENDS:
+                return f"{placed.describe()} died: {cause}"
+        return None
 
     def on_shutdown(self) -> None:
         # Also after a failure of this governor: stop the orchestration it started.

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mosaic.actors.component import Component, handles
-from mosaic.errors import MosaicError, RemoteError, RunCancelled
+from mosaic.errors import ComponentDied, MosaicError, RemoteError, RequestTimeout, RunCancelled
 from mosaic.messages import (
     ActuatorSpec,
     AgentConductorShutdownRequest,
@@ -44,6 +44,7 @@ from mosaic.messages import (
 from mosaic.orchestration import names
 from mosaic.messages.codec import pack
 from mosaic.orchestration.run_context import RunContext
+from mosaic.orchestration.shutdown_clock import ShutdownClock
 from mosaic.orchestration.termination import Termination
 from mosaic.seeding import brain_seed, environment_seed, episode_seed, muscle_seed
 from mosaic.transport import RequestClient
@@ -220,7 +221,7 @@ class SimulationController(Component):
                     return
         except RunCancelled:
             self._finish("cancelled", None)
-        except Exception as error:
+        except BaseException as error:  # user code here (a termination condition) may sys.exit()
             log.debug("main loop failed", exc_info=True)
             self._finish("failed", describe(error))
         finally:
@@ -364,7 +365,9 @@ class SimulationController(Component):
         self.ctx.progress.digest = self._digest.hexdigest()
         for loop in self._loops:
             for link in loop.muscles:
-                self._shut_down(link.client, link.uid, MuscleShutdownRequest(link.uid), MuscleShutdownResponse)
+                # A muscle's shutdown waits on its brain's (which saves the checkpoint).
+                self._shut_down(link.client, link.uid, MuscleShutdownRequest(link.uid),
+                                MuscleShutdownResponse, needs=(link.agent,))
         for loop in self._loops:
             self._shut_down(loop.client, loop.uid, EnvironmentShutdownRequest(loop.uid),
                             EnvironmentShutdownResponse)
@@ -380,12 +383,29 @@ class SimulationController(Component):
         return SimulationStopResponse(request.run_uid, progress.episodes, progress.steps, tuple(killed))
 
     def _shut_down(self, client: RequestClient, uid: str, request: Request,
-                   answer_type: type[Response]) -> None:
-        """Ask one component to shut down; a dead or silent one is left to its conductor."""
+                   answer_type: type[Response], needs: tuple[str, ...] = ()) -> None:
+        """Ask one component to shut down; a dead or silent one is left to its conductor.
+
+        The wait ends early when the component, or one it ``needs`` to shut down (a muscle's
+        brain), dies (the run governor fails a finished run for that), and when a cancel or a
+        failure meanwhile hurries the shutdown (see :class:`ShutdownClock`).
+        """
         if not self.ctx.supervisor.is_alive(uid):
             return
+        watched = [p for p in self.ctx.supervisor.placed() if p.uid in (uid, *needs)]
+        clock = ShutdownClock(self.ctx)
+
+        def check() -> None:
+            for placed in watched:
+                cause = placed.exit_cause()
+                if cause is not None:
+                    raise ComponentDied(placed.describe(), cause)
+            if clock.expired():
+                raise RequestTimeout(f"{client.peer} did not answer before the hurried deadline "
+                                     "of a cancelled or failed run")
+
         try:
-            client.request(request, answer_type, self.ctx.shutdown_timeout())
+            client.request(request, answer_type, clock.timeout, check)
         except (MosaicError, RemoteError) as error:
             log.warning("%s did not shut down cleanly: %s", client.peer, error)
 

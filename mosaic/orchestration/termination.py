@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mosaic.errors import MosaicError
 from mosaic.orchestration.run_context import Progress
 
 
@@ -22,6 +23,8 @@ class Termination:
     window: int = 100
     condition: Callable[[dict[str, Any]], Any] | None = None
     returns: list[float] = field(default_factory=list)
+    #: The condition's path in the experiment file, to name it when it fails.
+    condition_path: str = ""
     _recent: collections.deque[float] = field(default_factory=collections.deque)
 
     @classmethod
@@ -35,7 +38,8 @@ class Termination:
             condition = import_object(config["condition"])
         window = int(config.get("window") or 100)
         return cls(config.get("reward_threshold"), window, condition,
-                   _recent=collections.deque(maxlen=window))
+                   _recent=collections.deque(maxlen=window),
+                   condition_path=str(config.get("condition") or ""))
 
     def reached(self, environment: str, episode_return: float, progress: Progress) -> str | None:
         """Record an episode's return; return why the phase should stop, or ``None``."""
@@ -52,6 +56,11 @@ class Termination:
             stats = {"episodes": progress.episodes, "steps": progress.steps,
                      "returns": list(self.returns), "last_return": episode_return,
                      "environment": environment}
-            if self.condition(stats):
+            try:
+                met = self.condition(stats)
+            except BaseException as error:  # also SystemExit: it must fail the run, not a thread
+                raise MosaicError(f"termination condition {self.condition_path} failed: "
+                                  f"{type(error).__name__}: {error}") from error
+            if met:
                 return f"condition {getattr(self.condition, '__name__', self.condition)} met"
         return None

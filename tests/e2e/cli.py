@@ -7,6 +7,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,17 @@ def run_mosaic(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess
 
 
 def start_mosaic(*args: str) -> subprocess.Popen[str]:
+    """Start the ``mosaic`` command; stdout and stderr are piped (read them with communicate)."""
     return subprocess.Popen([*mosaic_command(), *args], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def finish(proc: subprocess.Popen[str]) -> str:
+    """Make sure ``proc`` has ended (SIGKILL if not) and return its stderr."""
+    if proc.poll() is None:
+        proc.kill()
+    return proc.communicate()[1]
 
 
 def write_experiment(folder: Path, text: str, name: str = "experiment.yml") -> Path:
@@ -38,6 +47,43 @@ def write_experiment(folder: Path, text: str, name: str = "experiment.yml") -> P
 def query(store: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
     with sqlite3.connect(store) as connection:
         return connection.execute(sql, params).fetchall()
+
+
+def wait_for_steps(store: Path, proc: subprocess.Popen[str], minimum: int = 1,
+                   timeout: float = 30.0) -> int:
+    """Wait until ``store`` holds at least ``minimum`` committed steps; return how many it holds.
+
+    Fails at once if ``proc`` ends first, and after ``timeout`` s.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[1]
+        if store.exists():
+            try:
+                count = int(query(store, "SELECT COUNT(*) FROM steps")[0][0])
+            except sqlite3.Error:  # the schema may not be there yet
+                count = 0
+            if count >= minimum:
+                return count
+        time.sleep(0.05)
+    raise AssertionError(f"{minimum} steps were not recorded within {timeout:g} s")
+
+
+def wait_for_file(path: Path, proc: subprocess.Popen[str], timeout: float = 30.0) -> None:
+    """Wait until ``path`` exists (a stage marker); fail if ``proc`` ends first."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline, f"{path.name} did not appear within {timeout:g} s"
+        time.sleep(0.02)
+
+
+def assert_store_consistent(store: Path) -> None:
+    """The counters of each run match the rows recorded for it."""
+    for run_id, steps, episodes in query(store, "SELECT id, steps, episodes FROM runs"):
+        assert query(store, "SELECT COUNT(*) FROM steps WHERE run_id = ?", run_id)[0][0] == steps
+        recorded = query(store, "SELECT COUNT(*) FROM episodes WHERE run_id = ?", run_id)[0][0]
+        assert recorded == episodes
 
 
 CARTPOLE = """\
@@ -60,3 +106,40 @@ def cartpole(uid: str = "t", runs: int = 1, episodes: int = 3, placement: str = 
              env: str = "gymnasium:CartPole-v1", params: str = "{}") -> str:
     return CARTPOLE.format(uid=uid, runs=runs, episodes=episodes, placement=placement, env=env,
                            params=params)
+
+
+STAGED = """\
+    uid: stages
+    seed: 7
+    runs: {runs}
+    episodes: {episodes}
+    placement: process
+    cpu_affinity: none
+    environments:
+      - uid: cartpole
+        env: tests.fixtures.stages:StallingCartPole
+        params: {environment}
+    agents:
+      - uid: learner
+        brain: {{class: tests.fixtures.stages:StallingBrain, params: {brain}}}
+        muscle: {{class: tests.fixtures.stages:StallingMuscle, params: {muscle}}}
+"""
+#: The uid of each component of a staged experiment, by kind.
+UIDS = {"environment": "cartpole", "muscle": "learner@cartpole", "brain": "learner"}
+
+
+def staged_experiment(runs: int = 1, episodes: int = 100_000,
+                      stall: tuple[str, str, Path] | None = None, hold: float = 20.0) -> str:
+    """An experiment of tests.fixtures.stages components, each in a process of its own.
+
+    Nothing is pinned to a CPU: on a shared machine, where every mosaic picks the same idle
+    CPU for its step loop, a pinned process can wait seconds for that CPU even to exit.
+
+    ``stall`` = (kind, stage, marker) makes the component of that kind hold ``hold`` s at that
+    stage, after writing its pid to ``marker``.
+    """
+    params = {"environment": "{}", "brain": "{}", "muscle": "{}"}
+    if stall is not None:
+        kind, stage, marker = stall
+        params[kind] = f"{{stall_in: {stage}, marker: '{marker}', hold: {hold}}}"
+    return STAGED.format(runs=runs, episodes=episodes, **params)

@@ -7,20 +7,19 @@ import time
 
 import pytest
 
-from tests.e2e.cli import cartpole, query, run_mosaic, start_mosaic, write_experiment
+from tests.e2e.cli import (
+    assert_store_consistent,
+    cartpole,
+    query,
+    run_mosaic,
+    start_mosaic,
+    wait_for_steps,
+    write_experiment,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 
 FULL_LIFECYCLE = ["setting_up", "running", "stopping", "finished"]
-
-
-def assert_store_consistent(store, run_uid=None):
-    """The counters of each run match the rows recorded for it."""
-    for run_id, steps, episodes in query(store, "SELECT id, steps, episodes FROM runs"):
-        assert query(store, "SELECT COUNT(*) FROM steps WHERE run_id = ?", run_id)[0][0] == steps
-        recorded = query(store, "SELECT COUNT(*), COALESCE(SUM(steps), 0) FROM episodes WHERE run_id = ?",
-                         run_id)[0]
-        assert recorded[0] == episodes
 
 
 def test_the_example_runs_and_records_every_step(tmp_path, process_tag):
@@ -104,20 +103,6 @@ def test_the_same_file_gives_the_same_digest_and_another_seed_another(tmp_path, 
     assert digests[0] == digests[1] != digests[2]
 
 
-def wait_for_steps(store, proc, minimum=1, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.communicate()[1]
-        if store.exists():
-            try:
-                if query(store, "SELECT COUNT(*) FROM steps")[0][0] >= minimum:
-                    return
-            except Exception:  # the table may not exist yet
-                pass
-        time.sleep(0.05)
-    raise AssertionError("no step was recorded in time")
-
-
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_mid_run_shuts_down_in_order(tmp_path, process_tag, sig, code):
     path = write_experiment(tmp_path, cartpole(episodes=100_000, placement="process"))
@@ -192,6 +177,7 @@ def test_a_second_ctrl_c_exits_at_once_without_orphans(tmp_path, process_tag):
     try:
         wait_for_steps(store, proc, minimum=100)
         proc.send_signal(signal.SIGINT)
+        time.sleep(0.05)  # sent back to back, two signals reach Python's handler as one
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=10)
     finally:
