@@ -23,6 +23,12 @@ R = TypeVar("R", bound=Response)
 CHECK_INTERVAL_S = 0.1
 
 
+#: The longest a send may block. Sends queue at once unless the peer's queue is full (a
+#: thousand messages behind) or, over inproc, the peer is gone: then waiting longer would only
+#: hang the caller, out of reach of Ctrl-C.
+SEND_TIMEOUT_S = 10.0
+
+
 class RequestClient:
     """A DEALER socket connected to one component. Belongs to the thread that creates it.
 
@@ -41,6 +47,7 @@ class RequestClient:
         sock.setsockopt(zmq.RECONNECT_IVL, 10)
         sock.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes)
         sock.setsockopt(zmq.RCVTIMEO, int(CHECK_INTERVAL_S * 1000))
+        sock.setsockopt(zmq.SNDTIMEO, int(SEND_TIMEOUT_S * 1000))
         secure_client(sock, endpoint)  # CURVE on tcp when this process has keys
         sock.connect(endpoint)
         self._socket = sock
@@ -49,11 +56,17 @@ class RequestClient:
     def send(self, message: Request | Notice) -> int:
         """Send without waiting; return the correlation id to :meth:`receive` the answer with."""
         self._next_id += 1
-        self._socket.send(encode_message(message, self._next_id))
+        try:
+            self._socket.send(encode_message(message, self._next_id))
+        except zmq.Again:
+            raise TransportError(
+                f"could not send {type(message).__name__} to {self.peer} within "
+                f"{SEND_TIMEOUT_S:g} s: it is gone or a thousand messages behind"
+            ) from None
         return self._next_id
 
     def notify(self, notice: Notice) -> None:
-        """Send a one-way notice. Never blocks: ZeroMQ queues it for the peer."""
+        """Send a one-way notice: ZeroMQ queues it for the peer (see :data:`SEND_TIMEOUT_S`)."""
         self.send(notice)
 
     def receive(

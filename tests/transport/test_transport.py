@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from mosaic.errors import CodecError, RemoteError, RequestTimeout
+from mosaic.errors import CodecError, RemoteError, RequestTimeout, TransportError
 from mosaic.log_limit import DEFAULT_BURST
 from mosaic.messages import (
     EnvironmentUpdateRequest,
@@ -223,3 +223,18 @@ def test_numpy_payloads_cross_the_wire_exactly():
 
 def test_encode_then_decode_keeps_the_correlation_id():
     assert decode_message(encode_message(PingRequest(), 41))[0] == 41
+
+
+def test_a_send_to_a_peer_that_never_reads_gives_up_instead_of_hanging(tmp_path, monkeypatch):
+    # Nobody binds the endpoint: ZeroMQ queues up to the high-water mark, then a send would
+    # block for ever (out of reach of Ctrl-C) without the send timeout.
+    monkeypatch.setattr("mosaic.transport.client.SEND_TIMEOUT_S", 0.05)
+    client = RequestClient(f"ipc://{tmp_path}/nobody", peer="nobody")
+    try:
+        started = time.monotonic()
+        with pytest.raises(TransportError, match="could not send PingRequest to nobody"):
+            for _ in range(100_000):
+                client.send(PingRequest())
+        assert time.monotonic() - started < 10
+    finally:
+        client.close()
