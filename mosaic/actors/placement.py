@@ -57,6 +57,10 @@ class Placed:
         """Why it no longer serves (it ended, or it stopped answering), or ``None`` if it does."""
         return self.exit_cause()
 
+    def ended_in_order(self) -> bool:
+        """True if it has ended by its own orderly stop (not by an error, a crash or a kill)."""
+        raise NotImplementedError
+
     def wait(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s for it to end by itself; True if it has ended."""
         raise NotImplementedError
@@ -110,6 +114,9 @@ class ThreadPlaced(Placed):
         if not self.status.stopped.is_set():
             return None
         return self.status.failure or "stopped"
+
+    def ended_in_order(self) -> bool:
+        return self.status.stopped.is_set() and self.status.failure is None
 
     def wait(self, timeout: float) -> bool:
         return self.status.stopped.wait(timeout)
@@ -233,6 +240,11 @@ class ProcessPlaced(Placed):
         if code != 0 and tail:
             cause += f"; last output: {tail}"
         return cause
+
+    def ended_in_order(self) -> bool:
+        # SIGTERM is how stop() asks a child to stop: its handler runs the orderly shutdown,
+        # but a child already on its way out may have its default action back and die of it.
+        return self._process.poll() in (0, -signal.SIGTERM)
 
     def failure(self) -> str | None:
         cause = self.exit_cause()

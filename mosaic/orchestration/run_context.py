@@ -8,6 +8,7 @@ flag, the store writer and live progress counters. It never crosses a process bo
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -92,9 +93,11 @@ class Supervisor:
         with self._lock:
             return list(self._placed.values())
 
-    def check(self) -> None:
+    def check(self, only: Collection[str] | None = None) -> None:
+        """Raise for the first watched component (of ``only``, if given) that no longer serves."""
         with self._lock:
-            watched = [p for uid, p in self._placed.items() if uid not in self._released]
+            watched = [p for uid, p in self._placed.items()
+                       if uid not in self._released and (only is None or uid in only)]
         for placed in watched:
             cause = placed.failure()
             if cause is not None:

@@ -29,10 +29,6 @@ from mosaic.transport import RequestClient
 
 log = logging.getLogger(__name__)
 
-#: How Placed.exit_cause begins for a component that ended in order: a process that exited
-#: normally or on the SIGTERM that Placed.stop sends, a thread that stopped.
-_ORDERLY_ENDS = frozenset({"exit code 0", "killed by SIGTERM", "stopped"})
-
 _OUTCOMES = {"finished": RunState.FINISHED, "failed": RunState.FAILED, "cancelled": RunState.CANCELLED}
 
 
@@ -165,10 +161,9 @@ class RunGovernor(Component):
         the run's (those in ``killed``), and how; ``None`` if there is none."""
         for placed in self.ctx.supervisor.placed():
             cause = placed.exit_cause()
-            if cause is None or placed.describe() in killed:
+            if cause is None or placed.ended_in_order() or placed.describe() in killed:
                 continue
-            if cause.split(";", 1)[0] not in _ORDERLY_ENDS:
-                return f"{placed.describe()} died: {cause}"
+            return f"{placed.describe()} died: {cause}"
         return None
 
     def on_shutdown(self) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mosaic.actors.component import Component, handles
-from mosaic.errors import ComponentDied, MosaicError, RemoteError, RequestTimeout, RunCancelled
+from mosaic.errors import MosaicError, RemoteError, RequestTimeout, RunCancelled
 from mosaic.messages import (
     ActuatorSpec,
     AgentConductorShutdownRequest,
@@ -392,14 +392,10 @@ class SimulationController(Component):
         """
         if not self.ctx.supervisor.is_alive(uid):
             return
-        watched = [p for p in self.ctx.supervisor.placed() if p.uid in (uid, *needs)]
         clock = ShutdownClock(self.ctx)
 
         def check() -> None:
-            for placed in watched:
-                cause = placed.exit_cause()
-                if cause is not None:
-                    raise ComponentDied(placed.describe(), cause)
+            self.ctx.supervisor.check(only=(uid, *needs))
             if clock.expired():
                 raise RequestTimeout(f"{client.peer} did not answer before the hurried deadline "
                                      "of a cancelled or failed run")
