@@ -31,6 +31,23 @@ def start_mosaic(*args: str) -> subprocess.Popen[str]:
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 
+def signal_and_time(proc: subprocess.Popen[str], *signals: int, gap: float = 0.0,
+                    pid: int | None = None) -> float:
+    """Send ``signals`` to ``pid`` (default: ``proc``), ``gap`` s apart; return the seconds from
+    the first one until ``proc`` (the mosaic command) exited (20 at most)."""
+    target = proc.pid if pid is None else pid
+    sent = time.monotonic()
+    for index, sig in enumerate(signals):
+        if index:
+            time.sleep(gap)
+        os.kill(target, sig)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        pass
+    return time.monotonic() - sent
+
+
 def finish(proc: subprocess.Popen[str]) -> str:
     """Make sure ``proc`` has ended (SIGKILL if not) and return its stderr."""
     if proc.poll() is None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +29,7 @@ from tests.e2e.cli import (
     query,
     run_mosaic,
     staged_experiment,
+    signal_and_time,
     start_mosaic,
     wait_for_file,
     wait_for_steps,
@@ -52,17 +52,6 @@ STALLS = {
 }
 #: Seconds from the kill to the command's exit (and to the failed run's end).
 DETECTION_LIMIT_S = 5.0
-
-
-def kill_and_time(proc: subprocess.Popen[str], pid: int) -> float:
-    """SIGKILL ``pid``; return the seconds until ``proc`` (the mosaic command) exited."""
-    os.kill(pid, signal.SIGKILL)
-    killed = time.monotonic()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        pass
-    return time.monotonic() - killed
 
 
 @pytest.mark.parametrize("stage", ["setup", "mid-run", "shutdown"])
@@ -88,7 +77,7 @@ def test_a_killed_component_fails_the_run_naming_it(tmp_path: Path, process_tag:
         assert pid is not None, f"no process for {kind} {uid!r}"
         if stall is not None:
             assert int(marker.read_text()) == pid  # the marker is that component's
-        elapsed = kill_and_time(proc, pid)
+        elapsed = signal_and_time(proc, signal.SIGKILL, pid=pid)
     finally:
         stderr = finish(proc)
     record_property("seconds_to_exit", round(elapsed, 2))

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import time
 
 import pytest
 
@@ -12,6 +10,7 @@ from tests.e2e.cli import (
     assert_store_consistent,
     cartpole,
     query,
+    signal_and_time,
     start_mosaic,
     wait_for_steps,
     write_experiment,
@@ -37,10 +36,8 @@ def test_a_stopped_component_process_fails_the_run_naming_it(tmp_path, process_t
         wait_for_steps(store, proc, minimum=100)
         pid = component_pid(proc.pid, kind, uid)
         assert pid is not None, f"no process for {kind} {uid}"
-        os.kill(pid, signal.SIGSTOP)  # alive, holding its sockets, answering nothing
-        stopped = time.monotonic()
-        proc.wait(timeout=15)
-        elapsed = time.monotonic() - stopped
+        # Alive, holding its sockets, answering nothing.
+        elapsed = signal_and_time(proc, signal.SIGSTOP, pid=pid)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from tests.e2e.cli import (
     query,
     run_mosaic,
     staged_experiment,
+    signal_and_time,
     start_mosaic,
     wait_for_file,
     write_experiment,
@@ -37,21 +37,6 @@ SIGNALS = pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signa
 #: Seconds from the signal to the command's exit.
 EXIT_LIMIT_S = 2.0
 EPISODES = 3
-
-
-def signal_and_time(proc: subprocess.Popen[str], *signals: int, gap: float = 0.0) -> float:
-    """Send ``signals`` to ``proc``, ``gap`` s apart; return the seconds from the first one
-    until ``proc`` exited (20 at most)."""
-    sent = time.monotonic()
-    for index, sig in enumerate(signals):
-        if index:
-            time.sleep(gap)
-        proc.send_signal(sig)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        pass
-    return time.monotonic() - sent
 
 
 def start_stalled(tmp_path: Path, kind: str, stage: str,
