@@ -7,8 +7,7 @@ from pathlib import Path
 
 import click
 
-#: The same code every mosaic command uses for input it cannot use (here, the folder).
-EXIT_BAD_INPUT = 2
+from mosaic.cli.exit_codes import EXIT_BAD_INPUT
 
 _DESCRIPTIONS = {
     "server.key": "server public key",

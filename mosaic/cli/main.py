@@ -9,16 +9,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import sys
 from pathlib import Path
 
 import click
 
+from mosaic.cli.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_SIGNAL
 from mosaic.cli.keys import keys
-
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
-EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
 def _configure_logging(verbose: int) -> None:

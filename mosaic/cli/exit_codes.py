@@ -1,0 +1,9 @@
+"""The exit codes every ``mosaic`` command shares (see the README's table)."""
+
+from __future__ import annotations
+
+import signal
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+#: A run cancelled by a signal exits as shells report a process killed by it: 128 + the signal.
+EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
