@@ -14,14 +14,32 @@ off; a CPU number chooses the CPU.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
+import sys
 import time
 
 log = logging.getLogger(__name__)
 
 #: How long to watch the CPUs before choosing the idlest one.
 SAMPLE_S = 0.02
+
+_WORD_BITS = ctypes.sizeof(ctypes.c_ulong) * 8
+
+
+def _load_libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)  # this process's own symbols: libc's
+        libc.sched_setaffinity.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p]
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+_libc = _load_libc()
 
 
 def available_cpus() -> list[int]:
@@ -75,12 +93,31 @@ def choose_cpu(setting: str | int) -> int | None:
     return min(cpus, key=busy)
 
 
+def _set_affinity(tid: int, cpu: int) -> None:
+    """``sched_setaffinity(tid, {cpu})`` with the GIL released.
+
+    ``os.sched_setaffinity`` keeps the GIL through the system call, and on a busy machine the
+    kernel can take seconds to move a thread to its new CPU: every other thread of the process
+    (its heartbeat, its supervisors) would stand still meanwhile. A call through ctypes releases
+    the GIL, so only the thread that moves waits.
+    """
+    if _libc is None:
+        os.sched_setaffinity(tid, {cpu})
+        return
+    words = cpu // _WORD_BITS + 1
+    mask = (ctypes.c_ulong * words)()
+    mask[cpu // _WORD_BITS] = 1 << (cpu % _WORD_BITS)
+    if _libc.sched_setaffinity(tid, ctypes.sizeof(mask), ctypes.byref(mask)) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+
+
 def pin_thread(native_id: int, cpu: int | None) -> None:
     """Run the thread with ``native_id`` (``threading.Thread.native_id``) on ``cpu`` only."""
     if cpu is None or not hasattr(os, "sched_setaffinity"):
         return
     try:
-        os.sched_setaffinity(native_id, {cpu})
+        _set_affinity(native_id, cpu)
     except OSError as error:
         log.warning("could not pin thread %d to CPU %d: %s", native_id, cpu, error)
 
@@ -90,6 +127,6 @@ def pin_current_thread(cpu: int | None) -> None:
     if cpu is None or not hasattr(os, "sched_setaffinity"):
         return
     try:
-        os.sched_setaffinity(0, {cpu})  # pid 0: the calling thread on Linux
+        _set_affinity(0, cpu)  # 0: the calling thread on Linux
     except OSError as error:
         log.warning("could not pin the step loop to CPU %d: %s", cpu, error)

@@ -140,7 +140,7 @@ class ProcessPlaced(Placed):
     forwarded to this process's log, and its last lines are kept to explain a crash.
     The child dies with this process (``PR_SET_PDEATHSIG`` plus a parent check), and beats on
     a pipe of its own (:mod:`mosaic.actors.heartbeat`): after ``heartbeat_timeout`` s of
-    silence it counts as hung.
+    silence that it did not spend waiting for a CPU, it counts as hung.
     """
 
     placement: PlacementKind = "process"
@@ -169,7 +169,7 @@ class ProcessPlaced(Placed):
         except BaseException:
             self._heartbeat.abandon()
             raise
-        self._heartbeat.started()
+        self._heartbeat.started(self._process.pid)
         _live_processes.add(self)
         self._readers = [
             threading.Thread(target=self._read_stdout, name=f"{uid}-stdout", daemon=True),
@@ -250,8 +250,8 @@ class ProcessPlaced(Placed):
         cause = self.exit_cause()
         if cause is not None:
             return cause
-        silence = self._heartbeat.silence()
-        if silence is not None and silence > self.heartbeat_timeout:
+        silence = self._heartbeat.hung_for(self.heartbeat_timeout)
+        if silence is not None:
             return f"stopped answering: no heartbeat for {silence:.1f} s"
         return None
 
@@ -303,7 +303,7 @@ class ProcessPlaced(Placed):
     def _reap_readers(self) -> None:
         for reader in self._readers:
             reader.join(timeout=1.0)
-        self._heartbeat.join(timeout=1.0)
+        self._heartbeat.close()
         for pipe in (self._process.stdout, self._process.stderr):
             if pipe is not None:
                 pipe.close()

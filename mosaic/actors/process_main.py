@@ -14,6 +14,7 @@ import signal
 import sys
 
 from mosaic.actors.heartbeat import start_beating
+from mosaic.affinity import pin_current_thread
 from mosaic.lifeline import die_with_parent, parent_alive
 
 #: How often the child looks for its parent when the kernel cannot signal it.
@@ -36,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent(args.parent_pid)
+    # Pin once, first, while this is the only thread: every thread started later (the
+    # heartbeat, the actor, ZeroMQ's I/O threads) inherits the CPU, and a move that the kernel
+    # is slow to make on a busy machine delays the start-up, not a heartbeat.
+    pin_current_thread(args.cpu)
     if args.heartbeat_fd is not None:
         start_beating(args.heartbeat_fd)
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
@@ -44,11 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     # Imported after the lifeline is armed: these imports are the slow part of a start.
     from mosaic.actors.host import ActorHost, HostStatus
     from mosaic.actors.kinds import make_component
-    from mosaic.transport import pin_io_threads
     from mosaic.transport.keys import load_keys
     from mosaic.transport.security import enable
-
-    pin_io_threads(args.cpu)
 
     status = HostStatus()
     try:
@@ -58,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:
         print(f"FAILED {type(error).__name__}: {error}", flush=True)
         return 1
-    ref = ActorHost.start(component, args.endpoint, status, args.cpu)
+    ref = ActorHost.start(component, args.endpoint, status)  # already on args.cpu
     if not status.bound.wait(args.start_timeout) or status.failure is not None:
         print(f"FAILED {status.failure or 'start-up timed out'}", flush=True)
         ref.stop(block=False)

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from mosaic.actors import heartbeat
 from mosaic.actors.heartbeat import INTERVAL_S, HeartbeatMonitor, start_beating
 from mosaic.actors.placement import ProcessPlaced
 
@@ -22,18 +23,37 @@ def wait_for(predicate, timeout: float) -> float:
     return time.monotonic() - start
 
 
-def test_a_monitor_counts_silence_from_the_first_beat_and_ends_with_the_pipe():
+def test_a_monitor_counts_silence_from_the_first_beat():
     monitor = HeartbeatMonitor("probe")
     write_fd = os.dup(monitor.child_fd)  # the child's copy, as pass_fds would hand it over
     monitor.started()
-    assert monitor.silence() is None  # nothing beat yet: still starting, not silent
-    os.write(write_fd, b".")
-    wait_for(lambda: monitor.silence() is not None, 2.0)
-    time.sleep(0.2)
-    assert 0.2 <= monitor.silence() < 2.0
-    os.close(write_fd)  # the child ended
-    monitor.join(2.0)
-    assert not monitor._reader.is_alive()
+    try:
+        assert monitor.silence() is None  # nothing beat yet: still starting, not silent
+        os.write(write_fd, b".")
+        wait_for(lambda: monitor.silence() is not None, 2.0)
+        time.sleep(0.2)
+        assert 0.2 <= monitor.silence() < 2.0
+    finally:
+        os.close(write_fd)
+        monitor.close()
+    monitor.close()  # idempotent
+
+
+def test_beats_that_wait_in_the_pipe_count_when_the_parent_was_the_one_starved():
+    # The parent asks late (it did not get a CPU); the child beat meanwhile: no silence.
+    monitor = HeartbeatMonitor("probe")
+    write_fd = os.dup(monitor.child_fd)
+    monitor.started()
+    try:
+        os.write(write_fd, b".")
+        assert monitor.silence() is not None
+        time.sleep(0.6)
+        os.write(write_fd, b".")  # a beat the parent has not read yet
+        assert monitor.hung_for(0.5) is None
+        assert monitor.silence() < 0.1
+    finally:
+        os.close(write_fd)
+        monitor.close()
 
 
 def test_a_beating_thread_beats_until_nobody_reads():
@@ -77,3 +97,87 @@ def test_an_exited_process_reports_its_exit_not_its_silence(environment_process)
     os.kill(placed.pid, signal.SIGKILL)
     placed.wait(5.0)
     assert placed.failure() == "killed by SIGKILL"
+
+
+class _Kernel:
+    """Stands in for /proc: the scheduling figures a test wants the child to show."""
+
+    def __init__(self) -> None:
+        self.ran = self.waited = 0.0
+        self.runnable = self.stopped = False
+
+    def __call__(self, pid: int) -> heartbeat.Scheduling:
+        return heartbeat.Scheduling(self.ran, self.waited, self.runnable, self.stopped)
+
+
+@pytest.fixture
+def silent_child(monkeypatch):
+    """A monitor whose child beat once and then fell silent, and the kernel it asks."""
+    kernel = _Kernel()
+    monkeypatch.setattr(heartbeat, "scheduling", kernel)
+    monitor = HeartbeatMonitor("probe")
+    write_fd = os.dup(monitor.child_fd)
+    monitor.started(pid=os.getpid())
+    os.write(write_fd, b".")
+    assert monitor.silence() is not None
+    yield monitor, kernel
+    os.close(write_fd)
+    monitor.close()
+
+
+def watch(monitor: HeartbeatMonitor, kernel: _Kernel, seconds: float, timeout: float = 0.4,
+          on_tick=None) -> float | None:
+    """Ask the monitor every 20 ms for ``seconds``; the first hang verdict, or None."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if on_tick is not None:
+            on_tick(kernel)
+        verdict = monitor.hung_for(timeout)
+        if verdict is not None:
+            return verdict
+        time.sleep(0.02)
+    return None
+
+
+def test_a_silent_child_that_waits_for_nothing_is_hung(silent_child):
+    monitor, kernel = silent_child  # sleeping, no run-queue wait: deadlocked or blocked
+    verdict = watch(monitor, kernel, 2.0)
+    assert verdict is not None and 0.4 < verdict < 1.5
+
+
+def test_a_stopped_child_is_hung_at_the_timeout(silent_child):
+    monitor, kernel = silent_child
+    kernel.stopped = True
+    verdict = watch(monitor, kernel, 2.0)
+    assert verdict is not None and 0.4 < verdict < 1.0
+
+
+def test_a_runnable_child_that_gets_no_cpu_is_starved_not_hung(silent_child):
+    monitor, kernel = silent_child
+    kernel.runnable = True  # in a run queue behind busy CPUs, barely running
+    assert watch(monitor, kernel, 1.5) is None
+
+
+def test_a_child_that_waited_for_a_cpu_is_starved_not_hung(silent_child):
+    monitor, kernel = silent_child
+
+    def queue(k: _Kernel) -> None:
+        k.waited += 0.01  # half of each 20 ms tick in a run queue
+
+    assert watch(monitor, kernel, 1.5, on_tick=queue) is None
+
+
+def test_a_runnable_child_that_runs_flat_out_without_beating_is_hung(silent_child):
+    monitor, kernel = silent_child
+    kernel.runnable = True
+
+    def spin(k: _Kernel) -> None:
+        k.ran += 0.02  # on a CPU all the time, yet no beat: a native call holding the GIL
+
+    verdict = watch(monitor, kernel, 2.0, on_tick=spin)
+    assert verdict is not None
+
+
+def test_the_kernel_reports_this_process_as_running():
+    state = heartbeat.scheduling(os.getpid())
+    assert state is not None and state.runnable and not state.stopped and state.ran_s > 0
