@@ -13,6 +13,23 @@ import numpy as np
 _ENVIRONMENT, _EPISODE, _BRAIN, _MUSCLE, _PHASE = 0, 1, 2, 3, 4
 
 
+#: Seeds are unsigned 64-bit integers: what every seed mosaic derives fits, and what NumPy and
+#: Gymnasium take in constant time.
+SEED_LIMIT = 2**64
+
+
+def check_seed(seed: int | None, what: str = "seed") -> int | None:
+    """``seed`` if it is None or within 0 .. 2**64 - 1; else :class:`ValueError` saying so.
+
+    Components check the seeds that reach them from the wire: a seed of a thousand digits
+    costs seconds in a random generator's set-up.
+    """
+    if seed is not None and not 0 <= seed < SEED_LIMIT:
+        shown = seed if abs(seed) < 2**128 else f"a {seed.bit_length()}-bit integer"
+        raise ValueError(f"{what} must be within 0 and 2**64 - 1, got {shown}")
+    return seed
+
+
 def _derive(run_seed: int, *key: int) -> int:
     sequence = np.random.SeedSequence(run_seed, spawn_key=key)
     return int(sequence.generate_state(1, np.uint32)[0])

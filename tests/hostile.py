@@ -10,9 +10,12 @@ than by quietly altering an attacked run in the end-to-end test.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import socket
 import time
+import types
+import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -27,15 +30,19 @@ from mosaic.messages import (
     EnvironmentUpdateRequest,
     Message,
     MuscleUpdateRequest,
+    Notice,
     PongResponse,
+    Request,
 )
+from mosaic.messages._base import _REGISTRY
 from mosaic.messages.codec import (
     DEFAULT_MAX_FRAME_BYTES,
     PROTOCOL_VERSION,
     decode_message,
     encode_message,
 )
-from mosaic.transport import context
+from mosaic.transport import Credentials, context, routing_id
+from mosaic.transport.security import secure_client
 
 #: The kinds of hostile message in the set.
 KINDS = ("random", "truncated", "wrong-types", "unknown-type", "wrong-version", "oversized")
@@ -80,6 +87,32 @@ def _valid_frames() -> list[bytes]:
         encode_message(MuscleUpdateRequest("learner@cartpole", 1), 9),
         encode_message(BrainSyncRequest("learner@cartpole"), 10),
     ]
+
+
+def _placeholder(annotation: Any) -> Any:
+    """A value of the annotated type, as plain as it gets."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(annotation)
+        return None if type(None) in options else _placeholder(options[0])
+    if origin is typing.Literal:
+        return typing.get_args(annotation)[0]
+    if annotation is tuple or origin is tuple:
+        return ()
+    if annotation is dict or origin is dict:
+        return {}
+    return {str: "x", bool: False, int: 1, float: 0.0, bytes: b""}.get(annotation, 1)
+
+
+def every_request() -> list[Message]:
+    """One valid instance of every request and notice type mosaic knows, with plain values."""
+    found = []
+    for cls in sorted(set(_REGISTRY.values()), key=lambda c: c.__name__):
+        if isinstance(cls, type) and issubclass(cls, Request | Notice):
+            hints = typing.get_type_hints(cls)
+            found.append(cls(**{f.name: _placeholder(hints[f.name])
+                                for f in dataclasses.fields(cls)}))
+    return found
 
 
 def hostile_messages(seed: int = 0, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
@@ -164,24 +197,34 @@ def random_flood(count: int, seed: int = 1) -> Iterator[bytes]:
         yield rng.randbytes(rng.randrange(1, 200))
 
 
-def raw_dealer(endpoint: str, *, receive_timeout_ms: int = 10_000) -> zmq.Socket[bytes]:
-    """A bare DEALER, connected to ``endpoint``: an attacker speaks ZeroMQ, not mosaic."""
+def raw_dealer(endpoint: str, *, receive_timeout_ms: int = 10_000,
+               credentials: Credentials | None = None, sender: str | None = None) -> zmq.Socket[bytes]:
+    """A bare DEALER, connected to ``endpoint``: an attacker speaks ZeroMQ, not mosaic.
+
+    With ``credentials`` (and a ``sender`` name) it is an insider gone bad: it passes the
+    handshake, so what it sends reaches the decoder and, if valid, the component.
+    """
     sock = context().socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.RCVTIMEO, receive_timeout_ms)
     sock.setsockopt(zmq.SNDTIMEO, receive_timeout_ms)
+    if sender is not None:
+        sock.setsockopt(zmq.ROUTING_ID, routing_id(sender))
+    secure_client(sock, endpoint, credentials)
     sock.connect(endpoint)
     return sock
 
 
-def send_and_collect(endpoint: str, items: list[Hostile], *,
-                     timeout_ms: int = 10_000) -> list[Message]:
+def send_and_collect(endpoint: str, items: list[Hostile], *, timeout_ms: int = 10_000,
+                     credentials: Credentials | None = None,
+                     sender: str | None = None) -> list[Message]:
     """Send ``items`` in order on one fresh DEALER; return the answers to those answered.
 
     A server answers one peer's messages in order, so the answers come in the order sent.
     Raises ``zmq.Again`` if one does not come within ``timeout_ms``.
     """
-    sock = raw_dealer(endpoint, receive_timeout_ms=timeout_ms)
+    sock = raw_dealer(endpoint, receive_timeout_ms=timeout_ms, credentials=credentials,
+                      sender=sender)
     try:
         for item in items:
             sock.send_multipart(item.frames)
@@ -191,14 +234,15 @@ def send_and_collect(endpoint: str, items: list[Hostile], *,
         sock.close(linger=0)
 
 
-def send_oversized(endpoint: str, item: Hostile, count: int, *, timeout: float = 20.0) -> int:
+def send_oversized(endpoint: str, item: Hostile, count: int, *, timeout: float = 20.0,
+                   credentials: Credentials | None = None) -> int:
     """Send an oversized ``item`` ``count`` times to an ipc or tcp ``endpoint``.
 
     Returns how often the server hung up on us within ``timeout`` s: ZeroMQ's ``MAXMSGSIZE``
     makes it drop the connection as soon as it has read the frame's length. The DEALER
     reconnects (and sends the next one) by itself.
     """
-    sock = raw_dealer(endpoint)
+    sock = raw_dealer(endpoint, credentials=credentials)
     monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
     monitor.setsockopt(zmq.RCVTIMEO, int(timeout * 1000))
     dropped = 0
@@ -219,7 +263,8 @@ def send_oversized(endpoint: str, item: Hostile, count: int, *, timeout: float =
 
 
 def flood(endpoint: str, count: int, *, batch: int = 500, timeout_ms: int = 30_000,
-          unread_until: Callable[[], bool] | None = None) -> int:
+          unread_until: Callable[[], bool] | None = None,
+          credentials: Credentials | None = None) -> int:
     """Send ``count`` random garbage frames; return how many answers were read.
 
     By default ``batch`` frames at a time, reading each batch's answers: they cannot pile up
@@ -228,7 +273,7 @@ def flood(endpoint: str, count: int, *, batch: int = 500, timeout_ms: int = 30_0
     server must drop what it cannot deliver, and serve everyone else); the socket stays open
     until ``unread_until()`` is true, as closing it would discard frames not yet delivered.
     """
-    sock = raw_dealer(endpoint, receive_timeout_ms=timeout_ms)
+    sock = raw_dealer(endpoint, receive_timeout_ms=timeout_ms, credentials=credentials)
     answers = 0
     try:
         pending = 0
@@ -267,7 +312,15 @@ def send_not_zeromq(endpoint: str, seed: int = 2) -> None:
     else:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(5)
-        sock.connect(address)
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                sock.connect(address)
+                break
+            except BlockingIOError:  # the listen queue is full (after a stream of connections)
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
     with sock:
         for payload in (rng.randbytes(4096), b"\xff" + b"\x00" * 8 + b"\x7f" + rng.randbytes(64),
                         b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"):

@@ -7,9 +7,11 @@ from mosaic.checkpoints import load_state, save_state
 from mosaic.actors.slots import slots_from_specs
 from mosaic.agents import Brain, BrainContext
 from mosaic.errors import MosaicError
+from mosaic.seeding import check_seed
 from mosaic.experiment.imports import import_object
 from mosaic.messages import (
     BrainCheckpointRequest,
+    Message,
     BrainCheckpointResponse,
     BrainSetupRequest,
     BrainSetupResponse,
@@ -19,6 +21,7 @@ from mosaic.messages import (
     MuscleUpdateRequest,
     MuscleUpdateResponse,
 )
+from mosaic.messages.names import AGENT_CONDUCTOR
 
 
 class BrainActor(Component):
@@ -28,22 +31,32 @@ class BrainActor(Component):
     is restored before the first step) and a ``save`` path, written when the last muscle shuts
     down (the end of the phase) and whenever a muscle asks (every N episodes). A brain whose
     :meth:`~mosaic.agents.Brain.state` is empty saves nothing.
+
+    It is set up by the agent conductor, and from then on serves the muscles named in its
+    set-up only.
     """
 
     def __init__(self, uid: str) -> None:
         super().__init__(uid)
         self._brain: Brain | None = None
         self._muscles: set[str] = set()
+        self._served: frozenset[str] = frozenset()
         self._save_path: str | None = None
+
+    def accepts(self, message: Message, sender: str | None) -> bool:
+        if isinstance(message, BrainSetupRequest):
+            return sender == AGENT_CONDUCTOR and self._brain is None
+        return sender in self._served
 
     @handles(BrainSetupRequest)
     def _setup(self, request: BrainSetupRequest) -> BrainSetupResponse:
+        self.check_import(request.brain["class"])
         cls = import_object(request.brain["class"])
         if not (isinstance(cls, type) and issubclass(cls, Brain)):
             raise MosaicError(f"{request.brain['class']} is not a mosaic.agents.Brain subclass")
         context = BrainContext(agent=request.agent_uid, brain=self.uid,
                                slots=slots_from_specs(request.sensors, request.actuators),
-                               seed=request.seed, mode=request.mode,  # type: ignore[arg-type]
+                               seed=check_seed(request.seed), mode=request.mode,  # type: ignore[arg-type]
                                params=dict(request.brain.get("params") or {}))
         brain = cls()
         brain.setup(context)
@@ -53,6 +66,7 @@ class BrainActor(Component):
         self._save_path = checkpoint.get("save")
         self._brain = brain
         self._muscles = set(request.muscles)
+        self._served = frozenset(request.muscles)
         return BrainSetupResponse(self.uid)
 
     def _save(self) -> str:

@@ -9,7 +9,7 @@ from typing import Any, ClassVar, TypeVar
 from mosaic.errors import MosaicError
 from mosaic.log_limit import LogLimiter
 from mosaic.messages import ErrorResponse, Message, Notice, Response
-from mosaic.transport import RequestClient
+from mosaic.transport import Credentials, RequestClient
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,13 @@ class Component:
 
     A handler that raises is answered with an :class:`ErrorResponse` to the sender and logged;
     the component keeps running.
+
+    **Trust.** ``credentials`` are the run's secrets: the host's server demands them of every
+    peer, and :meth:`connect` proves them to others. Past the handshake, :meth:`accepts` says
+    whether a request may come from a given sender (a component takes its control requests from
+    the one that drives it only), and ``allowed_imports`` bounds what a request may name for
+    import to what the run's validated experiment file named (``None``: no bound, for
+    components built directly in library code).
     """
 
     _handlers: ClassVar[dict[type[Message], str]] = {}
@@ -64,6 +71,8 @@ class Component:
 
     def __init__(self, uid: str) -> None:
         self.uid = uid
+        self.credentials: Credentials | None = None
+        self.allowed_imports: frozenset[str] | None = None
         self.stop_requested = False
         self._clients: list[RequestClient] = []
         self._stop_pending: Callable[[], bool] = lambda: False
@@ -97,10 +106,24 @@ class Component:
         """Ask the host to stop once the current message has been answered."""
         self.stop_requested = True
 
+    def accepts(self, message: Message, sender: str | None) -> bool:
+        """Whether ``message`` may come from ``sender`` (the uid a client was made with by
+        :meth:`connect`, or None). Every message, unless a component narrows it."""
+        return True
+
+    def check_import(self, name: str) -> None:
+        """Raise :class:`MosaicError` unless the run's experiment file named ``name``."""
+        if self.allowed_imports is not None and name not in self.allowed_imports:
+            raise MosaicError(f"{self.uid}: refusing to import {name!r}: the experiment file "
+                              "does not name it")
+
     # -- helpers --------------------------------------------------------------------------
     def connect(self, endpoint: str, peer: str) -> RequestClient:
-        """A client socket owned by this actor's thread, closed automatically at shutdown."""
-        client = RequestClient(endpoint, peer=peer)
+        """A client socket owned by this actor's thread, closed automatically at shutdown.
+
+        It proves the run's credentials and names this component as its sender.
+        """
+        client = RequestClient(endpoint, peer=peer, credentials=self.credentials, sender=self.uid)
         self._clients.append(client)
         return client
 

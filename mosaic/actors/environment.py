@@ -7,6 +7,7 @@ from mosaic.environments import EnvironmentAdapter, make_environment
 from mosaic.errors import MosaicError
 from mosaic.messages import (
     ActuatorSpec,
+    Message,
     EnvironmentResetRequest,
     EnvironmentResetResponse,
     EnvironmentShutdownRequest,
@@ -17,11 +18,16 @@ from mosaic.messages import (
     EnvironmentUpdateResponse,
     SensorSpec,
 )
+from mosaic.messages.names import SIMULATION_CONTROLLER
+from mosaic.seeding import check_seed
 from mosaic.spaces import space_to_dict
 
 
 class EnvironmentActor(Component):
-    """Owns one environment instance; answers start, reset, update and shutdown requests."""
+    """Owns one environment instance; answers start, reset, update and shutdown requests.
+
+    It takes them from the simulation controller only.
+    """
 
     def __init__(self, uid: str) -> None:
         super().__init__(uid)
@@ -33,8 +39,12 @@ class EnvironmentActor(Component):
             raise MosaicError(f"environment {self.uid!r} was not started")
         return self._env
 
+    def accepts(self, message: Message, sender: str | None) -> bool:
+        return sender == SIMULATION_CONTROLLER
+
     @handles(EnvironmentStartRequest)
     def _start(self, request: EnvironmentStartRequest) -> EnvironmentStartResponse:
+        self.check_import(request.env)
         self._env = make_environment(request.env, request.params)
         sensors = tuple(SensorSpec(slot, space_to_dict(obs)) for slot, (obs, _) in self._env.slots.items())
         actuators = tuple(ActuatorSpec(slot, space_to_dict(act)) for slot, (_, act) in self._env.slots.items())
@@ -42,7 +52,7 @@ class EnvironmentActor(Component):
 
     @handles(EnvironmentResetRequest)
     def _reset(self, request: EnvironmentResetRequest) -> EnvironmentResetResponse:
-        outcome = self.env.reset(request.seed)
+        outcome = self.env.reset(check_seed(request.seed))
         return EnvironmentResetResponse(outcome.observations, outcome.acting, outcome.legal_actions)
 
     @handles(EnvironmentUpdateRequest)

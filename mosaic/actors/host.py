@@ -12,8 +12,9 @@ import pykka
 from mosaic.actors.component import Component
 from mosaic.affinity import pin_current_thread
 from mosaic.errors import MosaicError
-from mosaic.messages import ErrorResponse, Request
-from mosaic.transport import RequestServer
+from mosaic.messages import ErrorResponse, Message, Request, Response
+from mosaic.log_limit import LogLimiter
+from mosaic.transport import RequestServer, sender_of
 
 log = logging.getLogger(__name__)
 
@@ -65,13 +66,16 @@ class ActorHost(pykka.ThreadingActor):
         component._stop_pending = lambda: not self.actor_inbox.empty()
         self._server: RequestServer | None = None
         self._shut_down = False
+        self._refused = LogLimiter(log, component.uid, "requests from the wrong sender refused",
+                                   level=logging.WARNING)
 
     def on_start(self) -> None:
         # pykka skips on_stop/on_failure when on_start raises: clean up here before re-raising.
         try:
             pin_current_thread(self.cpu)
             self._server = RequestServer(self.requested_endpoint, name=self.component.uid,
-                                         idle_timeout_ms=IDLE_POLL_MS)
+                                         idle_timeout_ms=IDLE_POLL_MS,
+                                         credentials=self.component.credentials)
             self.component.on_setup()
             self.status.endpoint = self._server.endpoint
         except BaseException as error:
@@ -109,18 +113,7 @@ class ActorHost(pykka.ThreadingActor):
             incoming = server.receive(wait=not busy)
             if incoming is not None:
                 message = incoming.message
-                try:
-                    reply = component.dispatch(message)
-                except Exception as error:  # a handler failure goes back to its sender
-                    what = type(message).__name__
-                    if isinstance(error, MosaicError):
-                        log.warning("%s: %s failed: %s", component.uid, what, error)
-                    else:
-                        log.error("%s: %s failed: %s: %s (log level DEBUG shows the traceback)",
-                                  component.uid, what, type(error).__name__, error)
-                        log.debug("%s: %s failed:\n%s", component.uid, what, traceback.format_exc())
-                    reply = ErrorResponse(request=type(message).__name__,
-                                          error_type=type(error).__name__, error=str(error))
+                reply = self._handle(message, sender_of(incoming.peer))
                 if reply is not None and isinstance(message, Request):
                     server.reply(incoming, reply)
             if busy:
@@ -133,6 +126,28 @@ class ActorHost(pykka.ThreadingActor):
                 self.stop()
                 return
         self.actor_ref.tell(_SERVE)
+
+    def _handle(self, message: Message, sender: str | None) -> Response | None:
+        """The component's answer to ``message``; a refusal or a failure becomes an error reply."""
+        component = self.component
+        what = type(message).__name__
+        # A message nobody handles is the dispatcher's to report, whoever sent it.
+        if type(message) in component._handlers and not component.accepts(message, sender):
+            who = sender or "an anonymous peer"
+            if self._refused.allow(what):
+                log.warning("%s: refused %s from %s", component.uid, what, who)
+            return ErrorResponse(request=what, error_type="WrongSender",
+                                 error=f"{component.uid} does not take {what} from {who}")
+        try:
+            return component.dispatch(message)
+        except Exception as error:  # a handler failure goes back to its sender
+            if isinstance(error, MosaicError):
+                log.warning("%s: %s failed: %s", component.uid, what, error)
+            else:
+                log.error("%s: %s failed: %s: %s (log level DEBUG shows the traceback)",
+                          component.uid, what, type(error).__name__, error)
+                log.debug("%s: %s failed:\n%s", component.uid, what, traceback.format_exc())
+            return ErrorResponse(request=what, error_type=type(error).__name__, error=str(error))
 
     def on_stop(self) -> None:
         self._shutdown()
@@ -153,6 +168,7 @@ class ActorHost(pykka.ThreadingActor):
             log.exception("%s: on_shutdown failed", self.component.uid)
         finally:
             self.component.unhandled_log.flush(force=True)
+            self._refused.flush(force=True)
             self.component.close_clients()
             if self._server is not None:
                 self._server.close()

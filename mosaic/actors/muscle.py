@@ -8,9 +8,11 @@ from mosaic.actors.component import Component, handles
 from mosaic.actors.slots import slots_from_specs
 from mosaic.agents import Muscle, MuscleContext
 from mosaic.errors import MosaicError
+from mosaic.seeding import check_seed
 from mosaic.experiment.imports import import_object
 from mosaic.messages import (
     AgentUpdateRequest,
+    Message,
     AgentUpdateResponse,
     BrainCheckpointRequest,
     BrainCheckpointResponse,
@@ -24,6 +26,7 @@ from mosaic.messages import (
     MuscleUpdateRequest,
     MuscleUpdateResponse,
 )
+from mosaic.messages.names import AGENT_CONDUCTOR, SIMULATION_CONTROLLER
 from mosaic.transport import RequestClient
 
 _NO_ACTIONS: dict[str, Any] = {}
@@ -48,15 +51,21 @@ class MuscleActor(Component):
         self._checkpoint_every = 0
         self._episodes = 0
 
+    def accepts(self, message: Message, sender: str | None) -> bool:
+        if isinstance(message, MuscleSetupRequest):
+            return sender == AGENT_CONDUCTOR
+        return sender == SIMULATION_CONTROLLER
+
     @handles(MuscleSetupRequest)
     def _setup(self, request: MuscleSetupRequest) -> MuscleSetupResponse:
+        self.check_import(request.muscle["class"])
         cls = import_object(request.muscle["class"])
         if not (isinstance(cls, type) and issubclass(cls, Muscle)):
             raise MosaicError(f"{request.muscle['class']} is not a mosaic.agents.Muscle subclass")
         slots = slots_from_specs(request.sensors, request.actuators)
         context = MuscleContext(agent=request.agent_uid, muscle=self.uid,
                                 environment=request.environment_uid, slots=slots,
-                                seed=request.seed, mode=request.mode,  # type: ignore[arg-type]
+                                seed=check_seed(request.seed), mode=request.mode,  # type: ignore[arg-type]
                                 params=dict(request.muscle.get("params") or {}))
         muscle = cls()
         muscle.setup(context)

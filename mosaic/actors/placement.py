@@ -20,11 +20,11 @@ import weakref
 from collections.abc import Callable
 from typing import Literal
 
-from mosaic.actors import heartbeat
+from mosaic.actors import bootstrap, heartbeat
+from mosaic.actors.bootstrap import Bootstrap
 from mosaic.actors.component import Component
 from mosaic.actors.host import ActorHost, HostStatus
 from mosaic.errors import ComponentDied, RequestTimeout
-from mosaic.transport.security import child_arguments
 
 log = logging.getLogger(__name__)
 
@@ -140,14 +140,17 @@ class ProcessPlaced(Placed):
     forwarded to this process's log, and its last lines are kept to explain a crash.
     The child dies with this process (``PR_SET_PDEATHSIG`` plus a parent check), and beats on
     a pipe of its own (:mod:`mosaic.actors.heartbeat`): after ``heartbeat_timeout`` s of
-    silence that it did not spend waiting for a CPU, it counts as hung.
+    silence that it did not spend waiting for a CPU, it counts as hung. What it is trusted with
+    (the run's credentials, what it may import) reaches it through another pipe
+    (:mod:`mosaic.actors.bootstrap`).
     """
 
     placement: PlacementKind = "process"
 
     def __init__(self, kind: str, uid: str, endpoint: str, *, cpu: int | None = None,
                  log_level: int | None = None,
-                 heartbeat_timeout: float = heartbeat.DEFAULT_TIMEOUT_S) -> None:
+                 heartbeat_timeout: float = heartbeat.DEFAULT_TIMEOUT_S,
+                 trust: Bootstrap = Bootstrap(None, None)) -> None:
         self.uid = uid
         self.kind = kind
         self.status = HostStatus()
@@ -159,17 +162,23 @@ class ProcessPlaced(Placed):
                    "--parent-pid", str(os.getpid()), "--log-level", logging.getLevelName(level)]
         if cpu is not None:
             command += ["--cpu", str(cpu)]
-        command += child_arguments()  # this process's CURVE key folder, if it has one
-        command += ["--heartbeat-fd", str(self._heartbeat.child_fd)]
+        trust_read, trust_write = os.pipe()
+        command += ["--heartbeat-fd", str(self._heartbeat.child_fd),
+                    "--bootstrap-fd", str(trust_read)]
         try:
             self._process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                start_new_session=True, close_fds=True, pass_fds=(self._heartbeat.child_fd,),
+                start_new_session=True, close_fds=True,
+                pass_fds=(self._heartbeat.child_fd, trust_read),
             )
         except BaseException:
             self._heartbeat.abandon()
+            os.close(trust_write)
             raise
+        finally:
+            os.close(trust_read)
         self._heartbeat.started(self._process.pid)
+        bootstrap.write(trust_write, trust)
         _live_processes.add(self)
         self._readers = [
             threading.Thread(target=self._read_stdout, name=f"{uid}-stdout", daemon=True),
@@ -313,18 +322,22 @@ class ProcessPlaced(Placed):
 def place(component_factory: Callable[[], Component], kind: str, uid: str,
           placement: PlacementKind, endpoint: str, *, cpu: int | None = None,
           timeout: float = 30.0, check: Check | None = None,
-          heartbeat_timeout: float = heartbeat.DEFAULT_TIMEOUT_S) -> Placed:
+          heartbeat_timeout: float = heartbeat.DEFAULT_TIMEOUT_S,
+          trust: Bootstrap = Bootstrap(None, None)) -> Placed:
     """Start ``kind`` named ``uid`` in a thread or a process, bound to ``endpoint``.
 
-    Blocks until the component's endpoint is bound, at most ``timeout`` s; raises
+    The component is given ``trust`` (the run's credentials, what it may import) in either
+    placement. Blocks until the component's endpoint is bound, at most ``timeout`` s; raises
     :class:`ComponentDied` if it fails to start (with the cause) and whatever ``check`` raises.
     """
     if placement == "thread":
-        return ThreadPlaced(component_factory(), kind, endpoint, cpu=cpu, timeout=timeout,
-                            check=check)
+        component = component_factory()
+        component.credentials = trust.credentials
+        component.allowed_imports = trust.allowed_imports
+        return ThreadPlaced(component, kind, endpoint, cpu=cpu, timeout=timeout, check=check)
     if placement == "process":
-        return ProcessPlaced(kind, uid, endpoint, cpu=cpu,
-                             heartbeat_timeout=heartbeat_timeout).wait_bound(timeout, check)
+        return ProcessPlaced(kind, uid, endpoint, cpu=cpu, heartbeat_timeout=heartbeat_timeout,
+                             trust=trust).wait_bound(timeout, check)
     raise ValueError(f"unknown placement {placement!r}: expected 'thread' or 'process'")
 
 

@@ -30,9 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-level", default="WARNING")
     parser.add_argument("--start-timeout", type=float, default=30.0)
     parser.add_argument("--cpu", type=int, default=None, help="CPU of the actor thread")
-    parser.add_argument("--curve-keys", default=None, help="CURVE key folder for tcp sockets")
     parser.add_argument("--heartbeat-fd", type=int, default=None,
                         help="a pipe to beat on (see mosaic.actors.heartbeat)")
+    parser.add_argument("--bootstrap-fd", type=int, default=None,
+                        help="a pipe to read credentials from (see mosaic.actors.bootstrap)")
     args = parser.parse_args(argv)
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -49,14 +50,16 @@ def main(argv: list[str] | None = None) -> int:
     # Imported after the lifeline is armed: these imports are the slow part of a start.
     from mosaic.actors.host import ActorHost, HostStatus
     from mosaic.actors.kinds import make_component
-    from mosaic.transport.keys import load_keys
-    from mosaic.transport.security import enable
+    from mosaic.actors.bootstrap import Bootstrap, read
+    from mosaic.experiment.imports import allow_only
 
     status = HostStatus()
     try:
-        if args.curve_keys is not None:
-            enable(load_keys(args.curve_keys))  # stopped at exit (see mosaic.transport.security)
+        trust = Bootstrap(None, None) if args.bootstrap_fd is None else read(args.bootstrap_fd)
+        allow_only(trust.allowed_imports)
         component = make_component(args.kind, args.uid)
+        component.credentials = trust.credentials
+        component.allowed_imports = trust.allowed_imports
     except Exception as error:
         print(f"FAILED {type(error).__name__}: {error}", flush=True)
         return 1

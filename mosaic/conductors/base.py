@@ -32,6 +32,7 @@ class Conductor(Component):
     def __init__(self, uid: str, ctx: RunContext) -> None:
         super().__init__(uid)
         self.ctx = ctx
+        self.credentials = ctx.credentials
         self._placed: list[Placed] = []
 
     def place(self, kind: str, uid: str, placement: PlacementKind, *, reachable_from_process: bool) -> Placed:
@@ -46,7 +47,7 @@ class Conductor(Component):
             endpoint = ctx.endpoints.for_placement(uid, reachable_from_process or placement == "process")
             placed = place(lambda: make_component(kind, uid), kind, uid, placement, endpoint,
                            cpu=cpu, timeout=ctx.timeouts.setup, check=ctx.check,
-                           heartbeat_timeout=ctx.timeouts.heartbeat)
+                           heartbeat_timeout=ctx.timeouts.heartbeat, trust=ctx.trust)
         self._placed.append(placed)
         self.ctx.supervisor.add(placed)
         return placed

@@ -122,6 +122,21 @@ def import_module(name: str, path: str | None = None) -> Any:
         ) from error
 
 
+#: In a component process, the only paths :func:`import_object` imports: what the run's
+#: experiment file named (see :func:`allow_only`); ``None`` elsewhere.
+_allowed: frozenset[str] | None = None
+
+
+def allow_only(paths: frozenset[str] | None) -> None:
+    """From now on, let :func:`import_object` import only ``paths`` (``None``: anything).
+
+    A component process calls it with the names of its run's validated experiment file, so a
+    request can never make it import a name taken from the wire.
+    """
+    global _allowed
+    _allowed = paths
+
+
 def import_object(path: str) -> Any:
     """Import and return the object that ``path`` (``package.module:Attr``) names.
 
@@ -130,6 +145,9 @@ def import_object(path: str) -> Any:
     path is malformed, the module cannot be imported, or the attribute does not exist; in the
     last case the hint names close attributes that do exist.
     """
+    if _allowed is not None and path not in _allowed:
+        raise ImportPathError(path, "refusing to import it: the experiment file does not name it",
+                              reason="refused")
     module_name, attr = split_import_path(path)
     target: Any = import_module(module_name, path)
     reached: list[str] = []

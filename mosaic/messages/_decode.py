@@ -19,6 +19,7 @@ from mosaic.messages._base import _SCHEMAS, _Typed, lookup, schema
 from mosaic.messages._dtypes import plain_dtype, spec_dtype
 from mosaic.messages._wire import (
     EXT_BIGINT,
+    MAX_BIGINT_BYTES,
     EXT_NDARRAY,
     EXT_SCALAR,
     HEAD_OBJECT_ARRAY,
@@ -58,6 +59,8 @@ def _array_from_bytes(
 def _decode_bigint(data: bytes) -> int:
     if not data:
         raise MalformedFrame("empty big integer")
+    if len(data) > MAX_BIGINT_BYTES:
+        raise MalformedFrame(f"big integer of {len(data)} bytes; at most {MAX_BIGINT_BYTES}")
     return int.from_bytes(data, "big", signed=True)
 
 

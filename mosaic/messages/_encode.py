@@ -19,6 +19,7 @@ from mosaic.messages._base import _REGISTRY, _Typed, schema
 from mosaic.messages._dtypes import dtype_descr, dtype_spec
 from mosaic.messages._wire import (
     EXT_BIGINT,
+    MAX_BIGINT_BYTES,
     EXT_NDARRAY,
     EXT_SCALAR,
     HEAD_OBJECT_ARRAY,
@@ -89,6 +90,9 @@ def _resolve_encoder(kind: type) -> Callable[[Any], Any]:
 def _encode_bigint(value: int) -> msgpack.ExtType:
     # Reached only for ints outside msgpack's 64-bit range.
     size = (value.bit_length() + 8) // 8
+    if size > MAX_BIGINT_BYTES:
+        raise CodecError(f"an integer of {value.bit_length()} bits is too large to send; "
+                         f"at most {MAX_BIGINT_BYTES * 8} bits")
     return msgpack.ExtType(EXT_BIGINT, value.to_bytes(size, "big", signed=True))
 
 

@@ -10,6 +10,9 @@ import struct
 
 # Flat extensions: the payload is the whole value.
 EXT_BIGINT = 1  # two's complement, big-endian
+#: The longest big integer a frame may hold (1024 bits): 128-bit values round-trip with room to
+#: spare, while a huge one, cheap to send, would cost every later operation on it dearly.
+MAX_BIGINT_BYTES = 128
 EXT_NDARRAY = 2  # flags, ndim, len(descr), descr, shape (u64 each), raw data
 EXT_SCALAR = 3  # len(descr), descr, raw data
 # Head extensions: first element of a msgpack array whose other elements are the content.

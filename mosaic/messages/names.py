@@ -1,4 +1,5 @@
-"""Well-known in-process endpoint names of a run's orchestration components."""
+"""The well-known names of a run's parties: its orchestration components' uids (and in-process
+endpoint names), and how a muscle's uid is made. Components check who sends them what by these."""
 
 RUN_GOVERNOR = "run-governor"
 SIMULATION_CONTROLLER = "simulation-controller"

@@ -26,13 +26,13 @@ from mosaic.messages import (
     ExperimentStartRequest,
     ExperimentStartResponse,
 )
-from mosaic.orchestration import names
+from mosaic.messages import names
 from mosaic.orchestration.run_context import RunContext, Timeouts
 from mosaic.orchestration.run_governor import RunGovernor
 from mosaic.seeding import phase_seed
-from mosaic.transport import EndpointAllocator, RequestClient, RequestServer, pin_io_threads
-from mosaic.transport.keys import load_keys
-from mosaic.transport.security import curve
+from mosaic.actors.bootstrap import named_strings
+from mosaic.transport import Credentials, EndpointAllocator, RequestClient, RequestServer, pin_io_threads
+from mosaic.transport.keys import CurveKeys, load_keys
 
 if TYPE_CHECKING:
     from mosaic.experiment import Experiment
@@ -92,6 +92,7 @@ class Executor:
         self._active: set[RunContext] = set()
         self._lock = threading.Lock()
         self._signals = 0
+        self._keys: CurveKeys | None = None
         #: The CPU of the step loop (of the first run, with several jobs; see mosaic.affinity).
         self.hot_cpu = choose_cpu(experiment.cpu_affinity)
         if jobs == 1:
@@ -107,8 +108,10 @@ class Executor:
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signals += 1
         if self._signals > 1 and signum == signal.SIGINT:
-            # Forced exit: nothing orderly any more, but no orphans either.
+            # Forced exit: nothing orderly any more, but no orphans and no ipc folders either.
             kill_all_processes()
+            for ctx in list(self._active):
+                ctx.endpoints.cleanup()
             os._exit(130)
         if self.cancelled_by is None:
             self.cancelled_by = signum
@@ -132,13 +135,13 @@ class Executor:
         """Run every run, up to ``jobs`` at once; return their results in run order.
 
         Runs not started because of a cancel are absent. A run that fails does not stop the
-        others; it only skips its own later phases. With ``curve_keys``, every tcp socket of
-        this process and of the component processes is secured with them until the end.
+        others; it only skips its own later phases. Every run gets fresh credentials (see
+        :mod:`mosaic.transport.credentials`); with ``curve_keys``, its tcp keys are those.
         """
         experiment = self.experiment
         results: list[RunResult] = []
-        keys = load_keys(experiment.curve_keys_dir) if experiment.curve_keys_dir else None
-        with self._signals_handled(), curve(keys):
+        self._keys = load_keys(experiment.curve_keys_dir) if experiment.curve_keys_dir else None
+        with self._signals_handled():
             experiment_id = self.store.experiment_started(
                 experiment.uid, str(experiment.source), experiment.run_config(0))
             prefix = f"{experiment.uid}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
@@ -234,7 +237,8 @@ class Executor:
         timeouts = Timeouts(**config["timeouts"])
         endpoints = EndpointAllocator(f"{run_uid}", transport=config["transport"], host=config["host"])
         ctx = RunContext(self.experiment.uid, run_uid, run_id, seed, config, endpoints, self.store,
-                         timeouts)
+                         timeouts, credentials=Credentials.fresh(self._keys),
+                         allowed_imports=named_strings(config))
         with self._lock:
             self._active.add(ctx)
         if self.cancelled_by is not None:

@@ -12,11 +12,12 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mosaic.actors.bootstrap import Bootstrap
 from mosaic.actors.heartbeat import DEFAULT_TIMEOUT_S as DEFAULT_HEARTBEAT_TIMEOUT_S
 from mosaic.actors.placement import Placed, ProcessPlaced
-from mosaic.orchestration.names import muscle_uid
+from mosaic.messages.names import muscle_uid
 from mosaic.errors import ComponentDied, ComponentHung, RunCancelled
-from mosaic.transport import EndpointAllocator
+from mosaic.transport import Credentials, EndpointAllocator
 
 if TYPE_CHECKING:
     from mosaic.store.writer import StoreWriter
@@ -125,6 +126,15 @@ class RunContext:
     prelaunched: dict[str, ProcessPlaced] = field(default_factory=dict)
     #: The CPU of the step loop's threads, or None (see mosaic.affinity).
     hot_cpu: int | None = None
+    #: The run's secrets (see mosaic.transport.credentials); every component gets them.
+    credentials: Credentials | None = None
+    #: What a component of the run may import: the names of its experiment file.
+    allowed_imports: frozenset[str] | None = None
+
+    @property
+    def trust(self) -> Bootstrap:
+        """What every component of the run is given, in a thread or a process."""
+        return Bootstrap(self.credentials, self.allowed_imports)
 
     def prelaunch(self) -> None:
         """Launch every process-placed component of the run at once, before set-up needs them.
@@ -135,7 +145,7 @@ class RunContext:
         for kind, uid in planned_processes(self.config):
             cpu = self.hot_cpu if kind in HOT_LOOP_KINDS else None
             placed = ProcessPlaced(kind, uid, self.endpoints.external(uid), cpu=cpu,
-                                   heartbeat_timeout=self.timeouts.heartbeat)
+                                   heartbeat_timeout=self.timeouts.heartbeat, trust=self.trust)
             self.prelaunched[uid] = placed
             self.supervisor.add(placed)
 

@@ -21,7 +21,7 @@ from mosaic.messages import (
     SimulationStopRequest,
     SimulationStopResponse,
 )
-from mosaic.orchestration import names
+from mosaic.messages import names
 from mosaic.orchestration.run_context import RunContext
 from mosaic.orchestration.simulation_controller import SimulationController, describe
 from mosaic.orchestration.state_machine import RunState, RunStateMachine, Transition
@@ -50,6 +50,7 @@ class RunGovernor(Component):
     def __init__(self, uid: str, ctx: RunContext) -> None:
         super().__init__(uid)
         self.ctx = ctx
+        self.credentials = ctx.credentials
         self.machine = RunStateMachine(on_transition=self._record)
         self._orchestration: list[Placed] = []
         self._simulation: RequestClient | None = None

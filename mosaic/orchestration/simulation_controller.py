@@ -41,7 +41,7 @@ from mosaic.messages import (
     SimulationStopRequest,
     SimulationStopResponse,
 )
-from mosaic.orchestration import names
+from mosaic.messages import names
 from mosaic.messages.codec import pack
 from mosaic.orchestration.run_context import RunContext
 from mosaic.orchestration.shutdown_clock import ShutdownClock
@@ -115,6 +115,7 @@ class SimulationController(Component):
     def __init__(self, uid: str, ctx: RunContext) -> None:
         super().__init__(uid)
         self.ctx = ctx
+        self.credentials = ctx.credentials
         self._loops: list[_EnvironmentLoop] = []
         self._running = False
         self._rows: list[tuple[Any, ...]] = []

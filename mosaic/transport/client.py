@@ -13,6 +13,7 @@ from mosaic.errors import CodecError, RemoteError, RequestTimeout, TransportErro
 from mosaic.messages import ErrorResponse, Notice, Request, Response
 from mosaic.messages.codec import DEFAULT_MAX_FRAME_BYTES, decode_message, encode_message
 from mosaic.transport.context import context
+from mosaic.transport.credentials import Credentials
 from mosaic.transport.security import secure_client
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,17 @@ CHECK_INTERVAL_S = 0.1
 SEND_TIMEOUT_S = 10.0
 
 
+def routing_id(sender: str) -> bytes:
+    """The routing id a client of ``sender`` gets: its name, as ZeroMQ allows one (1-255 bytes,
+    not starting with a zero byte, which ZeroMQ keeps for the ids it makes up)."""
+    return b"@" + sender.encode("utf-8", "replace")[:254]
+
+
+def sender_of(peer: bytes) -> str | None:
+    """The sender a routing id names (see :func:`routing_id`), or None for an anonymous peer."""
+    return peer[1:].decode("utf-8", "replace") if peer[:1] == b"@" else None
+
+
 class RequestClient:
     """A DEALER socket connected to one component. Belongs to the thread that creates it.
 
@@ -36,9 +48,14 @@ class RequestClient:
     request that already timed out) is dropped, so answers can never be paired with the wrong
     question. Waits are sliced: every :data:`CHECK_INTERVAL_S` the optional ``check`` callable
     runs and may raise (a dead peer, a cancelled run) to end the wait early.
+
+    ``credentials`` are what an ipc or tcp server asks for (see :mod:`mosaic.transport.security`);
+    ``sender`` names who sends, for servers that take some requests from one party only (it
+    becomes the socket's routing id, so at most one client per sender and server).
     """
 
-    def __init__(self, endpoint: str, *, peer: str, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES):
+    def __init__(self, endpoint: str, *, peer: str, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                 credentials: Credentials | None = None, sender: str | None = None):
         self.endpoint = endpoint
         self.peer = peer
         self.max_frame_bytes = max_frame_bytes
@@ -48,7 +65,9 @@ class RequestClient:
         sock.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes)
         sock.setsockopt(zmq.RCVTIMEO, int(CHECK_INTERVAL_S * 1000))
         sock.setsockopt(zmq.SNDTIMEO, int(SEND_TIMEOUT_S * 1000))
-        secure_client(sock, endpoint)  # CURVE on tcp when this process has keys
+        if sender:
+            sock.setsockopt(zmq.ROUTING_ID, routing_id(sender))
+        secure_client(sock, endpoint, credentials)
         sock.connect(endpoint)
         self._socket = sock
         self._next_id = 0

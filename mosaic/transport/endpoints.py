@@ -1,23 +1,28 @@
 """Where components listen: inproc for threads, ipc or tcp for processes.
 
-tcp binds to loopback unless the process has CURVE keys (:mod:`mosaic.transport.security`).
+Every ipc and tcp server demands the run's credentials (:mod:`mosaic.transport.security`).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import logging
+import os
+import re
 import shutil
 import tempfile
+from pathlib import Path
 from typing import Literal
 
-from mosaic.errors import ConfigError
-from mosaic.transport.keys import HOW_TO_GENERATE
-from mosaic.transport.security import enabled
+log = logging.getLogger(__name__)
 
 Placement = Literal["thread", "process"]
 Transport = Literal["ipc", "tcp"]
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+#: The private ipc folder of a run: ``mosaic-<pid of the process that owns it>-<random>``.
+IPC_FOLDER_PREFIX = "mosaic-"
+_IPC_FOLDER = re.compile(rf"{IPC_FOLDER_PREFIX}(\d+)-")
 
 
 def is_loopback(host: str) -> bool:
@@ -35,18 +40,13 @@ class EndpointAllocator:
 
     Thread-placed components get ``inproc://`` endpoints (no syscalls, same process). Components
     that must be reachable from another process get ``ipc://`` sockets in a private temporary
-    folder, or ``tcp://host:*`` where the bound port is read back after binding. Binding beyond
-    loopback is refused unless CURVE keys are enabled in this process (see
-    :func:`mosaic.transport.security.enable`): a tcp server is then reachable by others, and only
-    the keys keep them out.
+    folder, or ``tcp://host:*`` where the bound port is read back after binding.
+
+    The ipc folder is removed by :meth:`cleanup`; one left behind by a process that was killed
+    (SIGKILL, a forced exit) is removed by the next allocator that makes a folder.
     """
 
     def __init__(self, scope: str, *, transport: Transport = "ipc", host: str = "127.0.0.1"):
-        if transport == "tcp" and not is_loopback(host) and enabled() is None:
-            raise ConfigError(
-                "", "host", f"refusing to bind {host!r}: not a loopback address, and no CURVE "
-                "keys are enabled", HOW_TO_GENERATE,
-            )
         self.scope = scope
         self.transport = transport
         self.host = host
@@ -61,8 +61,9 @@ class EndpointAllocator:
         if self.transport == "tcp":
             return f"tcp://{self.host}:*"
         if self._folder is None:
+            remove_stale_folders()
             # Short prefix: ipc paths are limited to about 100 bytes.
-            self._folder = tempfile.mkdtemp(prefix="mosaic-")
+            self._folder = tempfile.mkdtemp(prefix=f"{IPC_FOLDER_PREFIX}{os.getpid()}-")
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:40]
         return f"ipc://{self._folder}/{safe}"
 
@@ -75,3 +76,40 @@ class EndpointAllocator:
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
             self._folder = None
+
+
+def remove_stale_folders(root: str | None = None) -> list[Path]:
+    """Remove the ipc folders whose owner process is gone; return them.
+
+    Only this user's folders are touched, and only those named after a process that no longer
+    exists: the folder of a live run, of any user, stays.
+    """
+    removed = []
+    parent = Path(root or tempfile.gettempdir())
+    try:
+        candidates = list(parent.glob(f"{IPC_FOLDER_PREFIX}*"))
+    except OSError:
+        return removed
+    for folder in candidates:
+        match = _IPC_FOLDER.match(folder.name)
+        if match is None:
+            continue
+        try:
+            if folder.stat().st_uid != os.getuid() or _alive(int(match.group(1))):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        log.debug("removed %s, left behind by a process that is gone", folder)
+        removed.append(folder)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,182 +1,148 @@
-"""CURVE security for this process's tcp sockets: set once per process, applied to every socket.
+"""Authenticated sockets: a peer that cannot prove a run's credentials gets no byte read.
 
-Once :func:`enable` has been given a key folder (see :mod:`mosaic.transport.keys`), every tcp
-socket this process creates is secured: a :class:`~mosaic.transport.RequestServer` becomes a
-CURVE server with the server secret key, and a ZAP authenticator (pyzmq's
-``ThreadAuthenticator`` on the process's context) lets in only peers that prove they hold the
-client secret key; a :class:`~mosaic.transport.RequestClient` becomes a CURVE client with the
-client keypair and the server public key. A peer without the keys never completes the handshake,
-so none of its bytes reach a decoder, let alone a handler. inproc and ipc sockets stay plain:
-they do not leave the machine, and ipc sockets live in a private (``0700``) folder.
+:func:`secure_server` makes a ROUTER socket that binds ipc or tcp demand the run's credentials
+(:mod:`mosaic.transport.credentials`) at the handshake: PLAIN with the run's token over ipc,
+CURVE with the run's keys over tcp. :func:`secure_client` gives a DEALER socket what it needs to
+pass. ZeroMQ asks the process's *gatekeeper* (a ZAP handler, one thread per process, started on
+first use) about every handshake; it admits a peer only with the credentials registered for the
+server's ZAP domain, that is, of the server's own run. A peer that fails is disconnected before
+any frame of it reaches mosaic: no decoder, let alone a handler, ever sees it.
 
-Servers also set ``ZAP_ENFORCE_DOMAIN``: should the authenticator be gone (stopped at shutdown
-while a socket still listens), a handshake fails instead of being let through.
-
-The setting belongs to the process, as the ZeroMQ context does, because sockets are created in
-many places that know only their endpoint. Component processes get the same folder from their
-parent through :func:`child_arguments`.
+Servers set ``ZAP_ENFORCE_DOMAIN``: should the gatekeeper be gone (stopped at exit while a
+socket still listens), a handshake fails instead of being let through.
 """
 
 from __future__ import annotations
 
 import atexit
+import hmac
 import logging
-import os
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from typing import Any
 
 import zmq
+import zmq.utils.z85
 from zmq.auth.thread import ThreadAuthenticator
 
 from mosaic.errors import TransportError
 from mosaic.transport.context import context
-from mosaic.transport.keys import CurveKeys
+from mosaic.transport.credentials import PLAIN_USER, Credentials
 
-__all__ = ["child_arguments", "curve", "disable", "enable", "enabled", "secure_client",
-           "secure_server"]
+__all__ = ["admit", "is_secured", "release", "secure_client", "secure_server"]
 
 log = logging.getLogger(__name__)
 
-#: The ZAP domain of mosaic's servers; the authenticator answers for this domain only.
-ZAP_DOMAIN = "mosaic"
-#: The command-line option a component process takes the key folder with.
-CHILD_OPTION = "--curve-keys"
-#: Denied client keys remembered for one warning each (a denied peer keeps reconnecting).
-_WARN_LIMIT = 64
-
 _lock = threading.Lock()
-_keys: CurveKeys | None = None
-_authenticator: ThreadAuthenticator | None = None
-_owner_pid: int | None = None
-_exit_hook = False
+_gatekeeper: _Gatekeeper | None = None
+#: ZAP domain -> (credentials, servers that use them).
+_admitted: dict[str, tuple[Credentials, int]] = {}
 
 
-class _AllowedClients:
-    """The ZAP credentials check: a CURVE client gets in only with the client public key."""
-
-    def __init__(self, allowed: bytes) -> None:
-        self.allowed = allowed
-        self.warned: set[bytes] = set()
-
-    def callback(self, domain: str, key: bytes) -> bool:
-        if domain == ZAP_DOMAIN and key == self.allowed:
-            log.debug("let in a tcp peer holding the CURVE client key")
-            return True
-        if key not in self.warned and len(self.warned) < _WARN_LIMIT:
-            self.warned.add(key)
-            log.warning("refused a tcp peer with an unknown CURVE client key %s", key.decode())
-        return False
+def is_secured(endpoint: str) -> bool:
+    """True if a server on ``endpoint`` demands credentials: every transport but inproc."""
+    return not endpoint.startswith("inproc://")
 
 
-def enable(keys: CurveKeys) -> None:
-    """Secure every tcp socket this process creates from now on with ``keys``.
-
-    Enabling the same keys again does nothing; enabling other keys while some are enabled
-    raises :class:`~mosaic.errors.TransportError` (two runs in one process must share them).
-    """
-    global _keys, _exit_hook
-    with _lock:
-        _forget_inherited()
-        if _keys is not None and _keys != keys:
-            raise TransportError(f"CURVE keys from {_keys.directory} are already in use in this "
-                                 f"process; cannot switch to {keys.directory}")
-        _keys = keys
-        if not _exit_hook:
-            # Component processes end without a word to this module; stop the thread at exit.
-            atexit.register(disable)
-            _exit_hook = True
+def _proves(credentials: Credentials, mechanism: bytes, proof: list[bytes]) -> bool:
+    if mechanism == b"PLAIN" and len(proof) == 2:
+        user, password = proof
+        return user == PLAIN_USER and hmac.compare_digest(password, credentials.token)
+    if mechanism == b"CURVE" and len(proof) == 1:
+        return hmac.compare_digest(proof[0], zmq.utils.z85.decode(credentials.client_public))
+    return False  # NULL, or a mechanism mosaic never offers
 
 
-def disable() -> None:
-    """Stop the authenticator and forget the keys: new tcp sockets are plain again. Idempotent.
+class _Gatekeeper(ThreadAuthenticator):
+    """pyzmq's ZAP thread, answering from the credentials of the runs this process serves."""
 
-    Servers created while the keys were enabled refuse every handshake from now on.
-    """
-    global _keys, _authenticator
-    with _lock:
-        _forget_inherited()
-        authenticator, _authenticator, _keys = _authenticator, None, None
-    if authenticator is not None:
-        authenticator.stop()
-
-
-def enabled() -> CurveKeys | None:
-    """The keys tcp sockets of this process are secured with, or ``None``."""
-    _forget_inherited()
-    return _keys
-
-
-@contextmanager
-def curve(keys: CurveKeys | None) -> Iterator[None]:
-    """Enable ``keys`` (if any) for the ``with`` block, and disable them after it.
-
-    Keys that were already enabled before the block stay enabled after it.
-    """
-    if keys is None:
-        yield
-        return
-    already = enabled() is not None
-    enable(keys)
-    try:
-        yield
-    finally:
-        if not already:
-            disable()
-
-
-def child_arguments() -> list[str]:
-    """The command-line arguments that give a component process this process's keys."""
-    keys = enabled()
-    return [] if keys is None else [CHILD_OPTION, str(keys.directory)]
-
-
-def secure_server(sock: zmq.Socket[bytes], endpoint: str) -> None:
-    """Make ``sock`` a CURVE server behind the authenticator if it is to bind tcp ``endpoint``.
-
-    Call it before binding. Does nothing for other transports or when CURVE is not enabled.
-    """
-    keys = enabled()
-    if keys is None or not endpoint.startswith("tcp://"):
-        return
-    _start_authenticator(keys)
-    sock.setsockopt(zmq.CURVE_SERVER, 1)
-    sock.setsockopt(zmq.CURVE_PUBLICKEY, keys.server_public)
-    sock.setsockopt(zmq.CURVE_SECRETKEY, keys.server_secret)
-    sock.setsockopt(zmq.ZAP_DOMAIN, ZAP_DOMAIN.encode())
-    sock.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)
-
-
-def secure_client(sock: zmq.Socket[bytes], endpoint: str) -> None:
-    """Make ``sock`` a CURVE client with the client keys if it is to connect to tcp ``endpoint``.
-
-    Call it before connecting. Does nothing for other transports or when CURVE is not enabled.
-    """
-    keys = enabled()
-    if keys is None or not endpoint.startswith("tcp://"):
-        return
-    sock.setsockopt(zmq.CURVE_SERVERKEY, keys.server_public)
-    sock.setsockopt(zmq.CURVE_PUBLICKEY, keys.client_public)
-    sock.setsockopt(zmq.CURVE_SECRETKEY, keys.client_secret)
-
-
-def _start_authenticator(keys: CurveKeys) -> None:
-    """Start the ZAP authenticator on this process's context, once."""
-    global _authenticator
-    with _lock:
-        if _authenticator is not None or _keys is not keys:
+    async def handle_zap_message(self, msg: list[bytes]) -> None:  # type: ignore[override]
+        if len(msg) < 6:
+            if len(msg) >= 2:
+                self._send_zap_reply(msg[1], b"400", b"malformed ZAP request")
             return
-        authenticator = ThreadAuthenticator(context(), log=logging.getLogger(f"{__name__}.zap"))
-        authenticator.configure_curve_callback(ZAP_DOMAIN, _AllowedClients(keys.client_public))
-        authenticator.start()
-        _authenticator = authenticator
+        _version, request_id, domain, _address, _identity, mechanism = msg[:6]
+        with _lock:
+            entry = _admitted.get(domain.decode("utf-8", "replace"))
+        if entry is not None and _proves(entry[0], mechanism, msg[6:]):
+            log.debug("let in a peer holding the run's credentials (%s)", mechanism.decode())
+            self._send_zap_reply(request_id, b"200", b"OK", "mosaic")
+        else:
+            # Logged where the refused connection shows, once per peer (RequestServer).
+            self._send_zap_reply(request_id, b"400", b"unknown credentials")
 
 
-def _forget_inherited() -> None:
-    """Drop state copied into a forked child: the authenticator runs in the parent only."""
-    global _keys, _authenticator, _owner_pid
-    pid = os.getpid()
-    if _owner_pid != pid:
-        if _owner_pid is not None:
-            _keys, _authenticator = None, None
-        _owner_pid = pid
+def admit(credentials: Credentials) -> None:
+    """Let peers holding ``credentials`` in, until as many :func:`release` calls.
+
+    Starts this process's gatekeeper on first use; it is stopped at exit.
+    """
+    global _gatekeeper
+    with _lock:
+        known, users = _admitted.get(credentials.domain, (credentials, 0))
+        if known != credentials:
+            raise TransportError(f"two sets of credentials for ZAP domain {credentials.domain}")
+        _admitted[credentials.domain] = (credentials, users + 1)
+        if _gatekeeper is None:
+            gatekeeper = _Gatekeeper(context(), log=logging.getLogger(f"{__name__}.zap"))
+            gatekeeper.start()
+            _gatekeeper = gatekeeper
+            atexit.register(_stop_gatekeeper)
+
+
+def release(credentials: Credentials) -> None:
+    """Undo one :func:`admit`; the last one forgets the credentials."""
+    with _lock:
+        known = _admitted.get(credentials.domain)
+        if known is None:
+            return
+        if known[1] <= 1:
+            del _admitted[credentials.domain]
+        else:
+            _admitted[credentials.domain] = (known[0], known[1] - 1)
+
+
+def _stop_gatekeeper() -> None:
+    global _gatekeeper
+    with _lock:
+        gatekeeper, _gatekeeper = _gatekeeper, None
+    if gatekeeper is not None:
+        gatekeeper.stop()
+
+
+def secure_server(sock: zmq.Socket[Any], endpoint: str, credentials: Credentials | None) -> bool:
+    """Make ``sock`` demand ``credentials`` of every peer if it is to bind ``endpoint``.
+
+    Call it before binding. inproc needs nothing (returns False); ipc and tcp need credentials,
+    and a server without them is refused with :class:`TransportError` rather than left open.
+    Returns True when the server was secured: call :func:`release` when it closes.
+    """
+    if not is_secured(endpoint):
+        return False
+    if credentials is None:
+        raise TransportError(f"refusing to serve {endpoint} without a run's credentials")
+    if endpoint.startswith("tcp://"):
+        sock.setsockopt(zmq.CURVE_SERVER, 1)
+        sock.setsockopt(zmq.CURVE_PUBLICKEY, credentials.server_public)
+        sock.setsockopt(zmq.CURVE_SECRETKEY, credentials.server_secret)
+    else:
+        sock.setsockopt(zmq.PLAIN_SERVER, 1)
+    sock.setsockopt(zmq.ZAP_DOMAIN, credentials.domain.encode())
+    sock.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)
+    admit(credentials)
+    return True
+
+
+def secure_client(sock: zmq.Socket[Any], endpoint: str, credentials: Credentials | None) -> None:
+    """Give ``sock`` what it must prove to a server on ``endpoint``. Call it before connecting.
+
+    Without credentials the socket stays plain: it can reach only inproc servers.
+    """
+    if credentials is None or not is_secured(endpoint):
+        return
+    if endpoint.startswith("tcp://"):
+        sock.setsockopt(zmq.CURVE_SERVERKEY, credentials.server_public)
+        sock.setsockopt(zmq.CURVE_PUBLICKEY, credentials.client_public)
+        sock.setsockopt(zmq.CURVE_SECRETKEY, credentials.client_secret)
+    else:
+        sock.setsockopt(zmq.PLAIN_USERNAME, PLAIN_USER)
+        sock.setsockopt(zmq.PLAIN_PASSWORD, credentials.token)

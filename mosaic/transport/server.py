@@ -6,15 +6,26 @@ import logging
 from dataclasses import dataclass
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from mosaic.errors import CodecError
 from mosaic.log_limit import LogLimiter
 from mosaic.messages import ErrorResponse, Message, Response
 from mosaic.messages.codec import DEFAULT_MAX_FRAME_BYTES, decode_message, encode_message
 from mosaic.transport.context import context
-from mosaic.transport.security import secure_server
+from mosaic.transport.credentials import Credentials
+from mosaic.transport.security import release, secure_server
 
 log = logging.getLogger(__name__)
+
+#: Handshakes that a peer failed: it did not prove the run's credentials, or spoke no ZeroMQ.
+_REFUSED_EVENTS = {
+    zmq.EVENT_HANDSHAKE_FAILED_AUTH: "wrong credentials",
+    zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "no credentials (handshake refused)",
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "a failed handshake",
+}
+#: How many messages a busy server takes between two looks at its refused handshakes.
+_MONITOR_EVERY = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,15 +45,25 @@ class RequestServer:
     be identified; they never raise out of :meth:`receive`, so the owning actor keeps running.
     A flood of them is logged in part, then summarised (:class:`~mosaic.log_limit.LogLimiter`).
     Frames above ``max_frame_bytes`` are also dropped by ZeroMQ itself (``MAXMSGSIZE``).
+
+    On ipc and tcp only peers that prove ``credentials`` at the handshake are heard at all (see
+    :mod:`mosaic.transport.security`); each refused peer is logged as a warning, a flood of them
+    in part.
     """
 
     def __init__(self, endpoint: str, *, name: str, idle_timeout_ms: int = 100,
-                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES):
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                 credentials: Credentials | None = None):
         self.name = name
         self.max_frame_bytes = max_frame_bytes
         self.rejected = 0
         # A flood of garbage must not become a flood of log lines (see mosaic.log_limit).
         self._log_limit = LogLimiter(log, name, "malformed messages rejected")
+        self._refusals = LogLimiter(log, name, "unauthenticated peers refused",
+                                    level=logging.WARNING)
+        self._credentials: Credentials | None = None
+        self._monitor: zmq.Socket[bytes] | None = None
+        self._until_monitor = _MONITOR_EVERY
         sock = context().socket(zmq.ROUTER)
         try:
             sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
@@ -51,10 +72,13 @@ class RequestServer:
             # A blocking receive that gives up after the idle timeout: one call per message
             # on the hot path instead of a poll and a receive.
             sock.setsockopt(zmq.RCVTIMEO, idle_timeout_ms)
-            secure_server(sock, endpoint)  # CURVE on tcp when this process has keys
+            if secure_server(sock, endpoint, credentials):
+                self._credentials = credentials
+                self._monitor = sock.get_monitor_socket(sum(_REFUSED_EVENTS))
             sock.bind(endpoint)
             last = sock.getsockopt_string(zmq.LAST_ENDPOINT)
         except Exception:
+            self._close_monitor(sock)
             sock.close(linger=0)
             raise
         self._socket = sock
@@ -69,8 +93,14 @@ class RequestServer:
         try:
             frames = self._socket.recv_multipart(0 if wait else zmq.NOBLOCK)
         except zmq.Again:
-            self._log_limit.flush()  # idle: a moment to summarise a flood that has ended
+            # Idle: a moment to log refused peers and summarise a flood that has ended.
+            self._note_refusals()
+            self._log_limit.flush()
+            self._refusals.flush()
             return None
+        self._until_monitor -= 1
+        if not self._until_monitor:
+            self._note_refusals()
         if len(frames) != 2:
             self._reject(frames[0] if frames else None, 0, "?",
                          CodecError(f"expected 2 frames, got {len(frames)}"))
@@ -103,7 +133,37 @@ class RequestServer:
         except zmq.ZMQError:
             pass  # the sender is gone or not a mosaic peer; the rejection is logged
 
+    def _note_refusals(self) -> None:
+        """Log the peers whose handshake failed since the last look."""
+        self._until_monitor = _MONITOR_EVERY
+        monitor = self._monitor
+        if monitor is None:
+            return
+        while True:
+            try:
+                event = recv_monitor_message(monitor, zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            what = _REFUSED_EVENTS.get(event["event"])
+            if what is not None and self._refusals.allow(what):
+                log.warning("%s: refused a peer that did not authenticate (%s) on %s", self.name,
+                            what, event["endpoint"].decode("utf-8", "replace"))
+
+    def _close_monitor(self, sock: zmq.Socket[bytes]) -> None:
+        if self._monitor is not None:
+            self._note_refusals()
+            sock.disable_monitor()
+            self._monitor.close(linger=0)
+            self._monitor = None
+        if self._credentials is not None:
+            release(self._credentials)
+            self._credentials = None
+
     def close(self) -> None:
         """Close the socket. Idempotent."""
+        if self._socket.closed:
+            return
+        self._close_monitor(self._socket)
         self._log_limit.flush(force=True)
+        self._refusals.flush(force=True)
         self._socket.close(linger=0)

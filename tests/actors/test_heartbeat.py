@@ -10,7 +10,9 @@ import pytest
 
 from mosaic.actors import heartbeat
 from mosaic.actors.heartbeat import INTERVAL_S, HeartbeatMonitor, start_beating
+from mosaic.actors.bootstrap import Bootstrap
 from mosaic.actors.placement import ProcessPlaced
+from mosaic.transport import Credentials
 
 
 def wait_for(predicate, timeout: float) -> float:
@@ -70,8 +72,8 @@ def test_a_beating_thread_beats_until_nobody_reads():
 
 @pytest.fixture
 def environment_process(tmp_path, process_tag):
-    placed = ProcessPlaced("environment", "env", f"ipc://{tmp_path}/env",
-                           heartbeat_timeout=1.0).wait_bound(30)
+    placed = ProcessPlaced("environment", "env", f"ipc://{tmp_path}/env", heartbeat_timeout=1.0,
+                           trust=Bootstrap(Credentials.fresh(), None)).wait_bound(30)
     yield placed
     if placed.alive():
         os.kill(placed.pid, signal.SIGCONT)  # a stopped process cannot run its SIGTERM handler

@@ -19,7 +19,11 @@ from mosaic.messages import (
     PingRequest,
     PongResponse,
 )
-from mosaic.transport import RequestClient
+from mosaic.actors.bootstrap import Bootstrap
+from mosaic.messages.names import SIMULATION_CONTROLLER
+from mosaic.transport import Credentials, RequestClient
+
+CREDENTIALS = Credentials.fresh()
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -29,8 +33,10 @@ def environment(request, tmp_path, process_tag):
     if request.param == "thread":
         placed = ThreadPlaced(EnvironmentActor("env"), "environment", f"inproc://host-{id(request)}")
     else:
-        placed = ProcessPlaced("environment", "env", f"ipc://{tmp_path}/env").wait_bound(30)
-    client = RequestClient(placed.endpoint, peer="env")
+        placed = ProcessPlaced("environment", "env", f"ipc://{tmp_path}/env",
+                               trust=Bootstrap(CREDENTIALS, None)).wait_bound(30)
+    client = RequestClient(placed.endpoint, peer="env", credentials=CREDENTIALS,
+                           sender=SIMULATION_CONTROLLER)
     yield placed, client
     client.close()
     placed.stop(5)

@@ -58,6 +58,7 @@ from mosaic.messages import (
     SimulationStopRequest,
     SimulationStopResponse,
 )
+from mosaic.messages.names import AGENT_CONDUCTOR, SIMULATION_CONTROLLER
 from mosaic.orchestration.run_context import RunContext
 from mosaic.orchestration.run_governor import RunGovernor
 from mosaic.orchestration.simulation_controller import SimulationController
@@ -91,6 +92,9 @@ class Case:
     make: Callable[[RunContext, Path], Component]
     prepare: Callable[[RequestClient, Path], Any]
     probe: Callable[[RequestClient, Path, Any], None]
+    #: Who may send the preparation, and the probe (see Component.accepts).
+    setup_sender: str | None = None
+    probe_sender: str | None = None
 
 
 def _environment_prepare(client: RequestClient, folder: Path) -> Any:
@@ -145,9 +149,11 @@ def _answers(request: Any, expect: type, check: Callable[[Any], bool]) -> Callab
 
 CASES = {
     "environment": Case(lambda ctx, folder: EnvironmentActor("environment"), _environment_prepare,
-                        _environment_probe),
-    "muscle": Case(lambda ctx, folder: MuscleActor("muscle"), _muscle_prepare, _muscle_probe),
-    "brain": Case(lambda ctx, folder: BrainActor("brain"), _brain_prepare, _brain_probe),
+                        _environment_probe, SIMULATION_CONTROLLER, SIMULATION_CONTROLLER),
+    "muscle": Case(lambda ctx, folder: MuscleActor("muscle"), _muscle_prepare, _muscle_probe,
+                   AGENT_CONDUCTOR, SIMULATION_CONTROLLER),
+    "brain": Case(lambda ctx, folder: BrainActor("brain"), _brain_prepare, _brain_probe,
+                  AGENT_CONDUCTOR, "muscle"),
     "environment-conductor": Case(
         lambda ctx, folder: EnvironmentConductor("environment-conductor", ctx), _nothing,
         _answers(EnvironmentConductorShutdownRequest("r"), EnvironmentConductorShutdownResponse,
@@ -175,10 +181,13 @@ def test_a_component_rejects_hostile_messages_and_keeps_working(kind, tmp_path, 
                      None)
     component = case.make(ctx, tmp_path)
     placed = ThreadPlaced(component, kind, ctx.endpoints.inproc(kind))
-    client = RequestClient(placed.endpoint, peer=kind)
+    # One client per sender: a router hears one connection per routing id.
+    client = RequestClient(placed.endpoint, peer=kind, sender=case.probe_sender)
+    setup = client if case.setup_sender == case.probe_sender else RequestClient(
+        placed.endpoint, peer=kind, sender=case.setup_sender)
     items = hostile_messages()
     try:
-        before = case.prepare(client, tmp_path)
+        before = case.prepare(setup, tmp_path)
         with caplog.at_level(logging.ERROR):
             answers = send_and_collect(placed.endpoint, items)
             assert len(answers) == sum(item.answered_on(placed.endpoint) for item in items)
@@ -186,6 +195,7 @@ def test_a_component_rejects_hostile_messages_and_keeps_working(kind, tmp_path, 
             assert placed.alive()
             case.probe(client, tmp_path, before)
     finally:
+        setup.close()
         client.close()
         assert placed.stop(10)
     messages = [r.getMessage() for r in caplog.records if r.getMessage().startswith(kind + ":")]

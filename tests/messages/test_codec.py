@@ -39,6 +39,7 @@ from mosaic.messages import (
     pack,
     unpack,
 )
+from mosaic.messages._wire import EXT_BIGINT
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -524,13 +525,25 @@ def test_array_payload_must_match_its_header() -> None:
 
 
 def test_huge_numbers_in_odd_places_still_raise_codec_errors() -> None:
-    huge = 10**5000  # str() of this raises ValueError in Python
+    large = 2**1000  # within the limit: let through to the checks of the envelope
     with pytest.raises(ProtocolVersionMismatch):
-        decode_message(pack([huge, 0, "PingRequest", {}]))
+        decode_message(pack([large, 0, "PingRequest", {}]))
     with pytest.raises(MessageFieldError, match="unknown field"):
-        decode_message(pack([PROTOCOL_VERSION, 0, "PingRequest", {huge: 1}]))
+        decode_message(pack([PROTOCOL_VERSION, 0, "PingRequest", {large: 1}]))
     with pytest.raises(MalformedFrame, match="correlation id"):
-        decode_message(pack([PROTOCOL_VERSION, huge, "PingRequest", {}]))
+        decode_message(pack([PROTOCOL_VERSION, large, "PingRequest", {}]))
+
+
+def test_an_integer_beyond_1024_bits_is_neither_sent_nor_decoded() -> None:
+    huge = 10**5000  # str() of this raises ValueError in Python; using it costs seconds
+    with pytest.raises(CodecError, match="too large to send"):
+        pack([PROTOCOL_VERSION, 0, "EnvironmentResetRequest", {"seed": huge}])
+    raw = msgpack.ExtType(EXT_BIGINT, huge.to_bytes(huge.bit_length() // 8 + 1, "big", signed=True))
+    for place in ([raw, 0, "PingRequest", {}],
+                  [PROTOCOL_VERSION, 0, "EnvironmentResetRequest", {"seed": raw}]):
+        with pytest.raises(MalformedFrame, match="big integer of"):
+            decode_message(msgpack.packb(place))
+    assert unpack(pack(-(2**1000))) == -(2**1000)  # a large one still round-trips
 
 
 def test_protocol_version_mismatch() -> None:

@@ -20,7 +20,7 @@ from mosaic.messages import (
     Request,
 )
 from mosaic.messages.codec import decode_message, encode_message
-from mosaic.transport import RequestClient, RequestServer
+from mosaic.transport import Credentials, RequestClient, RequestServer
 from tests.hostile import (
     KINDS,
     flood,
@@ -31,6 +31,9 @@ from tests.hostile import (
 )
 
 pytestmark = pytest.mark.timeout(30)
+
+#: What the ipc and tcp servers of these tests demand, and their clients prove.
+CREDENTIALS = Credentials.fresh()
 
 
 class EchoServer:
@@ -50,7 +53,8 @@ class EchoServer:
         assert self.ready.wait(5)
 
     def _serve(self) -> None:
-        server = RequestServer(self.endpoint, name="echo", idle_timeout_ms=20)
+        server = RequestServer(self.endpoint, name="echo", idle_timeout_ms=20,
+                               credentials=CREDENTIALS)
         self.endpoint = server.endpoint
         self.ready.set()
         try:
@@ -77,7 +81,7 @@ def endpoint(request, tmp_path):
 
 def test_a_request_gets_its_answer_over_every_transport(endpoint):
     echo = EchoServer(endpoint)
-    client = RequestClient(echo.endpoint, peer="echo")
+    client = RequestClient(echo.endpoint, peer="echo", credentials=CREDENTIALS)
     try:
         for _ in range(3):
             assert client.request(PingRequest(), PongResponse, 5).uid == "echo"
@@ -137,19 +141,19 @@ def test_hostile_messages_are_rejected_and_the_server_keeps_serving(endpoint, ca
     items = hostile_messages()
     echo = EchoServer(endpoint)
     endpoint = echo.endpoint
-    client = RequestClient(endpoint, peer="echo")
+    client = RequestClient(endpoint, peer="echo", credentials=CREDENTIALS)
     try:
         with caplog.at_level(logging.ERROR, logger="mosaic.transport.server"):
-            answers = send_and_collect(endpoint, items[:-1])
+            answers = send_and_collect(endpoint, items[:-1], credentials=CREDENTIALS)
             assert all(isinstance(a, ErrorResponse) for a in answers), answers
             assert len(answers) == sum(item.answered for item in items[:-1])
             oversized = items[-1]
             if endpoint.startswith("inproc://"):
-                [answer] = send_and_collect(endpoint, [oversized])
+                [answer] = send_and_collect(endpoint, [oversized], credentials=CREDENTIALS)
                 assert answer.error_type == "FrameTooLarge"
             else:
                 # ZeroMQ drops it, and the connection, before mosaic sees it (MAXMSGSIZE).
-                assert send_oversized(endpoint, oversized, 2) == 2
+                assert send_oversized(endpoint, oversized, 2, credentials=CREDENTIALS) == 2
             assert client.request(PingRequest(), PongResponse, 5).uid == "echo"
             # Every message that reached the server but the Response (which decodes) counts.
             reaching = [item for item in items if item.answered_on(endpoint) or not item.oversized]
@@ -178,14 +182,15 @@ def test_a_flood_is_logged_in_part_and_summarised(endpoint, read, caplog):
     an attacker who leaves the answers unread does not stall the server either."""
     count = 10_000
     echo = EchoServer(endpoint)
-    client = RequestClient(echo.endpoint, peer="echo")
+    client = RequestClient(echo.endpoint, peer="echo", credentials=CREDENTIALS)
     try:
         with caplog.at_level(logging.ERROR, logger="mosaic.transport.server"):
             started = time.monotonic()
             if read:
-                assert flood(echo.endpoint, count) == count
+                assert flood(echo.endpoint, count, credentials=CREDENTIALS) == count
             else:
-                flood(echo.endpoint, count, unread_until=lambda: echo.rejected >= count)
+                flood(echo.endpoint, count, unread_until=lambda: echo.rejected >= count,
+                      credentials=CREDENTIALS)
             elapsed = time.monotonic() - started
             assert client.request(PingRequest(), PongResponse, 10).uid == "echo"
     finally:
@@ -229,7 +234,7 @@ def test_a_send_to_a_peer_that_never_reads_gives_up_instead_of_hanging(tmp_path,
     # Nobody binds the endpoint: ZeroMQ queues up to the high-water mark, then a send would
     # block for ever (out of reach of Ctrl-C) without the send timeout.
     monkeypatch.setattr("mosaic.transport.client.SEND_TIMEOUT_S", 0.05)
-    client = RequestClient(f"ipc://{tmp_path}/nobody", peer="nobody")
+    client = RequestClient(f"ipc://{tmp_path}/nobody", peer="nobody", credentials=CREDENTIALS)
     try:
         started = time.monotonic()
         with pytest.raises(TransportError, match="could not send PingRequest to nobody"):
