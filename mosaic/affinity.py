@@ -14,11 +14,15 @@ off; a CPU number chooses the CPU.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import logging
 import os
 import sys
+import tempfile
 import time
+from collections import Counter
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +69,11 @@ def _busy_ticks() -> dict[int, tuple[int, int]]:
 def choose_cpu(setting: str | int) -> int | None:
     """The CPU for a run's step loop, or ``None`` to leave scheduling to the OS.
 
-    ``"auto"`` picks the least busy of the available CPUs over a short sample, so concurrent
-    runs tend to land on different CPUs; a number is used as given if available.
+    ``"auto"`` picks, of the available CPUs, the one with the fewest step loops of other mosaic
+    processes on it, and of those the least busy over a short sample; it then claims that CPU
+    until this process exits, so that commands started side by side spread over the CPUs
+    instead of piling onto the one that looked idle to each. A number is used as given if
+    available.
     """
     if setting == "none" or not hasattr(os, "sched_setaffinity"):
         return None
@@ -78,23 +85,26 @@ def choose_cpu(setting: str | int) -> int | None:
         return setting
     if len(cpus) == 1:
         return cpus[0]
+    claims = _claims()
     try:
         before = _busy_ticks()
         time.sleep(SAMPLE_S)
         after = _busy_ticks()
     except (OSError, ValueError, IndexError):
-        return cpus[0]
+        before = after = {}
 
     def busy(cpu: int) -> float:
         b0, t0 = before.get(cpu, (0, 0))
         b1, t1 = after.get(cpu, (0, 0))
         return (b1 - b0) / (t1 - t0) if t1 > t0 else 0.0
 
-    return min(cpus, key=busy)
+    chosen = min(cpus, key=lambda cpu: (claims[cpu], busy(cpu)))
+    _claim(chosen)
+    return chosen
 
 
-def _set_affinity(tid: int, cpu: int) -> None:
-    """``sched_setaffinity(tid, {cpu})`` with the GIL released.
+def _set_affinity(tid: int, cpus: set[int]) -> None:
+    """``sched_setaffinity(tid, cpus)`` with the GIL released.
 
     ``os.sched_setaffinity`` keeps the GIL through the system call, and on a busy machine the
     kernel can take seconds to move a thread to its new CPU: every other thread of the process
@@ -102,11 +112,11 @@ def _set_affinity(tid: int, cpu: int) -> None:
     the GIL, so only the thread that moves waits.
     """
     if _libc is None:
-        os.sched_setaffinity(tid, {cpu})
+        os.sched_setaffinity(tid, cpus)
         return
-    words = cpu // _WORD_BITS + 1
-    mask = (ctypes.c_ulong * words)()
-    mask[cpu // _WORD_BITS] = 1 << (cpu % _WORD_BITS)
+    mask = (ctypes.c_ulong * (max(cpus) // _WORD_BITS + 1))()
+    for cpu in cpus:
+        mask[cpu // _WORD_BITS] |= 1 << (cpu % _WORD_BITS)
     if _libc.sched_setaffinity(tid, ctypes.sizeof(mask), ctypes.byref(mask)) != 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))
@@ -117,7 +127,7 @@ def pin_thread(native_id: int, cpu: int | None) -> None:
     if cpu is None or not hasattr(os, "sched_setaffinity"):
         return
     try:
-        _set_affinity(native_id, cpu)
+        _set_affinity(native_id, {cpu})
     except OSError as error:
         log.warning("could not pin thread %d to CPU %d: %s", native_id, cpu, error)
 
@@ -127,6 +137,64 @@ def pin_current_thread(cpu: int | None) -> None:
     if cpu is None or not hasattr(os, "sched_setaffinity"):
         return
     try:
-        _set_affinity(0, cpu)  # 0: the calling thread on Linux
+        _set_affinity(0, {cpu})  # 0: the calling thread on Linux
     except OSError as error:
         log.warning("could not pin the step loop to CPU %d: %s", cpu, error)
+
+
+def unpin_process(pid: int) -> None:
+    """Let every thread of process ``pid`` run on any CPU again. Best effort, never raises.
+
+    A process that is to end must not wait for its turn on one busy CPU: its exit (or its
+    orderly stop) then takes seconds on a loaded machine, although another CPU is free.
+    """
+    if not hasattr(os, "sched_setaffinity"):
+        return
+    cpus = set(available_cpus())
+    try:
+        tasks = [int(task.name) for task in Path(f"/proc/{pid}/task").iterdir()]
+    except OSError:
+        return
+    for tid in tasks:
+        try:
+            _set_affinity(tid, cpus)
+        except OSError:
+            pass  # the thread has ended, or is not ours to move
+
+
+def _claims_folder() -> Path:
+    # Not named like a run's ipc folder (mosaic-PID-...): it outlives every run.
+    return Path(tempfile.gettempdir()) / f".mosaic-cpus-{os.getuid()}"
+
+
+def _claims() -> Counter[int]:
+    """How many live mosaic processes of this user run a step loop on each CPU."""
+    counts: Counter[int] = Counter()
+    try:
+        entries = list(_claims_folder().iterdir())
+    except OSError:
+        return counts
+    for entry in entries:
+        cpu, _, pid = entry.name.partition("-")
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            entry.unlink(missing_ok=True)  # its process is gone
+            continue
+        except (ValueError, PermissionError):
+            continue
+        if cpu.isdigit():
+            counts[int(cpu)] += 1
+    return counts
+
+
+def _claim(cpu: int) -> None:
+    """Tell other mosaic processes that this one runs a step loop on ``cpu``, until it exits."""
+    folder = _claims_folder()
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        claim = folder / f"{cpu}-{os.getpid()}"
+        claim.touch()
+    except OSError:
+        return
+    atexit.register(claim.unlink, missing_ok=True)

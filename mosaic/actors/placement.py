@@ -24,6 +24,7 @@ from mosaic.actors import bootstrap, heartbeat
 from mosaic.actors.bootstrap import Bootstrap
 from mosaic.actors.component import Component
 from mosaic.actors.host import ActorHost, HostStatus
+from mosaic.affinity import unpin_process
 from mosaic.errors import ComponentDied, RequestTimeout
 
 log = logging.getLogger(__name__)
@@ -282,6 +283,7 @@ class ProcessPlaced(Placed):
 
     def kill(self) -> None:
         if self._process.poll() is None:
+            unpin_process(self.pid)  # its exit must not queue for one busy CPU
             try:
                 self._process.kill()
             except ProcessLookupError:
@@ -300,6 +302,7 @@ class ProcessPlaced(Placed):
         """
         if self.wait(min(timeout, STOP_GRACE_S)):
             return True
+        unpin_process(self.pid)  # its way out must not queue for one busy CPU
         try:
             self._process.terminate()
         except ProcessLookupError:
