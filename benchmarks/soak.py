@@ -187,17 +187,22 @@ def read_process(pid: int) -> ProcessSample | None:
     return None if rss is None else ProcessSample(rss, fds)
 
 
+#: The role of a child not yet known: it had not started its own program when first seen.
+UNSETTLED = "?"
+
+
 def role(pid: int, root: int) -> str:
     """What a process is, from its command line: ``environment rps``, ``muscle alice@rps``."""
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
     except OSError:
-        return "?"
+        return UNSETTLED
     if "mosaic.actors.process_main" in argv:
         at = argv.index("mosaic.actors.process_main")
         return " ".join(argv[at + 1:at + 3])
-    if pid == root and "experiment-start" in argv:
-        return "mosaic experiment-start"
+    if "experiment-start" in argv:
+        # A child caught between fork and exec still shows mosaic's own command line.
+        return "mosaic experiment-start" if pid == root else UNSETTLED
     return " ".join(Path(a).name if i == 0 else a for i, a in enumerate(argv[:3]) if a)
 
 
@@ -283,7 +288,7 @@ def _sample(process: subprocess.Popen[bytes], store: Path, total_rows: int, inte
             measured = read_process(pid)
             if measured is not None:
                 found[pid] = measured
-                if pid not in roles:
+                if roles.get(pid, UNSETTLED) == UNSETTLED:
                     roles[pid] = role(pid, process.pid)
         rows = step_rows(store)
         samples.append(Sample(at, rows, found))
