@@ -48,7 +48,8 @@ def trial(folder: Path, commands: int, episodes: int, affinity: str) -> dict[str
     for index in range(commands):
         experiment = folder / f"e{index}.yml"
         experiment.write_text(EXPERIMENT.format(index=index, episodes=episodes, affinity=affinity))
-        store, timings = folder / f"e{index}-{time.monotonic_ns()}.sqlite", folder / f"t{index}.json"
+        store = folder / f"e{index}-{time.monotonic_ns()}.sqlite"
+        timings = folder / f"t{index}.json"
         proc = subprocess.Popen([*mosaic_command(), "experiment-start", str(experiment), "--store",
                                  str(store), "--quiet", "--timings", str(timings)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

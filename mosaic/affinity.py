@@ -24,6 +24,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from mosaic.lifeline import process_exists
+
 log = logging.getLogger(__name__)
 
 #: How long to watch the CPUs before choosing the idlest one.
@@ -176,15 +178,12 @@ def _claims() -> Counter[int]:
         return counts
     for entry in entries:
         cpu, _, pid = entry.name.partition("-")
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
+        if not (cpu.isdigit() and pid.isdigit()):
+            continue
+        if not process_exists(int(pid)):
             entry.unlink(missing_ok=True)  # its process is gone
             continue
-        except (ValueError, PermissionError):
-            continue
-        if cpu.isdigit():
-            counts[int(cpu)] += 1
+        counts[int(cpu)] += 1
     return counts
 
 

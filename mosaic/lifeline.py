@@ -41,6 +41,21 @@ def die_with_parent(parent_pid: int, sig: int = signal.SIGTERM) -> bool:
     return armed
 
 
+def process_exists(pid: int) -> bool:
+    """True if a process ``pid`` exists, whoever owns it (a zombie counts)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, under another user
+    except OSError:
+        return False
+    return True
+
+
 def parent_alive(parent_pid: int) -> bool:
     """True while this process is still the child of ``parent_pid``."""
     return os.getppid() == parent_pid

@@ -18,6 +18,7 @@ import types
 import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import msgpack  # type: ignore[import-untyped]
 import numpy as np
@@ -198,7 +199,8 @@ def random_flood(count: int, seed: int = 1) -> Iterator[bytes]:
 
 
 def raw_dealer(endpoint: str, *, receive_timeout_ms: int = 10_000,
-               credentials: Credentials | None = None, sender: str | None = None) -> zmq.Socket[bytes]:
+               credentials: Credentials | None = None,
+               sender: str | None = None) -> zmq.Socket[bytes]:
     """A bare DEALER, connected to ``endpoint``: an attacker speaks ZeroMQ, not mosaic.
 
     With ``credentials`` (and a ``sender`` name) it is an insider gone bad: it passes the

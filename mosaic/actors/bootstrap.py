@@ -30,6 +30,10 @@ class Bootstrap:
     allowed_imports: frozenset[str] | None
 
 
+#: What a component is given where nothing restricts it: no credentials, any import.
+NO_TRUST = Bootstrap(None, None)
+
+
 def write(fd: int, bootstrap: Bootstrap) -> None:
     """Write ``bootstrap`` to the pipe ``fd`` and close it (blocks while the child reads)."""
     data = msgpack.packb({

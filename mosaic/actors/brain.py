@@ -3,25 +3,25 @@
 from __future__ import annotations
 
 from mosaic.actors.component import Component, handles
-from mosaic.checkpoints import load_state, save_state
 from mosaic.actors.slots import slots_from_specs
 from mosaic.agents import Brain, BrainContext
+from mosaic.checkpoints import load_state, save_state
 from mosaic.errors import MosaicError
-from mosaic.seeding import check_seed
 from mosaic.experiment.imports import import_object
 from mosaic.messages import (
     BrainCheckpointRequest,
-    Message,
     BrainCheckpointResponse,
     BrainSetupRequest,
     BrainSetupResponse,
-    BrainSyncRequest,
     BrainShutdownRequest,
     BrainShutdownResponse,
+    BrainSyncRequest,
+    Message,
     MuscleUpdateRequest,
     MuscleUpdateResponse,
 )
 from mosaic.messages.names import AGENT_CONDUCTOR
+from mosaic.seeding import check_seed
 
 
 class BrainActor(Component):

@@ -7,7 +7,6 @@ from mosaic.environments import EnvironmentAdapter, make_environment
 from mosaic.errors import MosaicError
 from mosaic.messages import (
     ActuatorSpec,
-    Message,
     EnvironmentResetRequest,
     EnvironmentResetResponse,
     EnvironmentShutdownRequest,
@@ -16,6 +15,7 @@ from mosaic.messages import (
     EnvironmentStartResponse,
     EnvironmentUpdateRequest,
     EnvironmentUpdateResponse,
+    Message,
     SensorSpec,
 )
 from mosaic.messages.names import SIMULATION_CONTROLLER

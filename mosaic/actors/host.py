@@ -12,8 +12,8 @@ import pykka
 from mosaic.actors.component import Component
 from mosaic.affinity import pin_current_thread
 from mosaic.errors import MosaicError
-from mosaic.messages import ErrorResponse, Message, Request, Response
 from mosaic.log_limit import LogLimiter
+from mosaic.messages import ErrorResponse, Message, Request, Response
 from mosaic.transport import RequestServer, sender_of
 
 log = logging.getLogger(__name__)

@@ -8,17 +8,16 @@ from mosaic.actors.component import Component, handles
 from mosaic.actors.slots import slots_from_specs
 from mosaic.agents import Muscle, MuscleContext
 from mosaic.errors import MosaicError
-from mosaic.seeding import check_seed
 from mosaic.experiment.imports import import_object
 from mosaic.messages import (
     AgentUpdateRequest,
-    Message,
     AgentUpdateResponse,
     BrainCheckpointRequest,
     BrainCheckpointResponse,
     BrainShutdownRequest,
     BrainShutdownResponse,
     BrainSyncRequest,
+    Message,
     MuscleSetupRequest,
     MuscleSetupResponse,
     MuscleShutdownRequest,
@@ -27,6 +26,7 @@ from mosaic.messages import (
     MuscleUpdateResponse,
 )
 from mosaic.messages.names import AGENT_CONDUCTOR, SIMULATION_CONTROLLER
+from mosaic.seeding import check_seed
 from mosaic.transport import RequestClient
 
 _NO_ACTIONS: dict[str, Any] = {}

@@ -151,7 +151,7 @@ class ProcessPlaced(Placed):
     def __init__(self, kind: str, uid: str, endpoint: str, *, cpu: int | None = None,
                  log_level: int | None = None,
                  heartbeat_timeout: float = heartbeat.DEFAULT_TIMEOUT_S,
-                 trust: Bootstrap = Bootstrap(None, None)) -> None:
+                 trust: Bootstrap = bootstrap.NO_TRUST) -> None:
         self.uid = uid
         self.kind = kind
         self.status = HostStatus()
@@ -326,7 +326,7 @@ def place(component_factory: Callable[[], Component], kind: str, uid: str,
           placement: PlacementKind, endpoint: str, *, cpu: int | None = None,
           timeout: float = 30.0, check: Check | None = None,
           heartbeat_timeout: float = heartbeat.DEFAULT_TIMEOUT_S,
-          trust: Bootstrap = Bootstrap(None, None)) -> Placed:
+          trust: Bootstrap = bootstrap.NO_TRUST) -> Placed:
     """Start ``kind`` named ``uid`` in a thread or a process, bound to ``endpoint``.
 
     The component is given ``trust`` (the run's credentials, what it may import) in either

@@ -48,14 +48,14 @@ def main(argv: list[str] | None = None) -> int:
                         format=f"%(levelname)s {args.uid}: %(message)s")
 
     # Imported after the lifeline is armed: these imports are the slow part of a start.
+    from mosaic.actors.bootstrap import NO_TRUST, read
     from mosaic.actors.host import ActorHost, HostStatus
     from mosaic.actors.kinds import make_component
-    from mosaic.actors.bootstrap import Bootstrap, read
     from mosaic.experiment.imports import allow_only
 
     status = HostStatus()
     try:
-        trust = Bootstrap(None, None) if args.bootstrap_fd is None else read(args.bootstrap_fd)
+        trust = NO_TRUST if args.bootstrap_fd is None else read(args.bootstrap_fd)
         allow_only(trust.allowed_imports)
         component = make_component(args.kind, args.uid)
         component.credentials = trust.credentials

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any, BinaryIO
 
-from mosaic.lifeline import arm_parent_death_signal
+from mosaic.lifeline import arm_parent_death_signal, process_exists
 
 log = logging.getLogger("mosaic.worker")
 
@@ -79,7 +79,7 @@ def install_parent_death_signal(poll_interval: float = 1.0) -> None:
         log.debug("prctl(PR_SET_PDEATHSIG) unavailable; relying on the parent-pid check")
     parent = os.getppid()
     launcher = os.environ.get(PARENT_PID_ENV, "")
-    if launcher.isdigit() and not _pid_alive(int(launcher)):
+    if launcher.isdigit() and not process_exists(int(launcher)):
         os.kill(os.getpid(), signal.SIGTERM)
         return
 
@@ -91,16 +91,6 @@ def install_parent_death_signal(poll_interval: float = 1.0) -> None:
                 return
 
     threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def install_sigterm_handler() -> None:

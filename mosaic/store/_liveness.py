@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from mosaic.lifeline import process_exists
+
 # A running run on another host whose heartbeat is older than this (seconds) is interrupted.
 STALE_AFTER = 300.0
 # Slack when comparing a process's start time with its run's start (clock and /proc rounding).
@@ -35,15 +37,7 @@ def run_status(row: Any, now: float, hostname: str, stale_after: float) -> str:
 
 def _pid_alive(pid: int, started_at: float | None) -> bool:
     """Whether ``pid`` on this host is still the process that started a run at ``started_at``."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # it exists, under another user
-    except OSError:
+    if not process_exists(pid):
         return False
     # On Linux, tell a zombie or a recycled pid from the run's own process.
     try:

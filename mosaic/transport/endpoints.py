@@ -14,6 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import Literal
 
+from mosaic.lifeline import process_exists
+
 log = logging.getLogger(__name__)
 
 Placement = Literal["thread", "process"]
@@ -95,7 +97,7 @@ def remove_stale_folders(root: str | None = None) -> list[Path]:
         if match is None:
             continue
         try:
-            if folder.stat().st_uid != os.getuid() or _alive(int(match.group(1))):
+            if folder.stat().st_uid != os.getuid() or process_exists(int(match.group(1))):
                 continue
         except OSError:
             continue
@@ -103,13 +105,3 @@ def remove_stale_folders(root: str | None = None) -> list[Path]:
         log.debug("removed %s, left behind by a process that is gone", folder)
         removed.append(folder)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from mosaic.actors import heartbeat
-from mosaic.actors.heartbeat import INTERVAL_S, HeartbeatMonitor, start_beating
 from mosaic.actors.bootstrap import Bootstrap
+from mosaic.actors.heartbeat import INTERVAL_S, HeartbeatMonitor, start_beating
 from mosaic.actors.placement import ProcessPlaced
 from mosaic.transport import Credentials
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from mosaic.actors.placement import ProcessPlaced, ThreadPlaced
+from mosaic.actors.bootstrap import Bootstrap
 from mosaic.actors.environment import EnvironmentActor
+from mosaic.actors.placement import ProcessPlaced, ThreadPlaced
 from mosaic.errors import RemoteError
 from mosaic.messages import (
     EnvironmentResetRequest,
@@ -19,7 +20,6 @@ from mosaic.messages import (
     PingRequest,
     PongResponse,
 )
-from mosaic.actors.bootstrap import Bootstrap
 from mosaic.messages.names import SIMULATION_CONTROLLER
 from mosaic.transport import Credentials, RequestClient
 

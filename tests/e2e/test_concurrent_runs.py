@@ -41,9 +41,8 @@ EXPERIMENT = """\
 @pytest.fixture
 def cpu_hogs() -> Iterator[list[subprocess.Popen[bytes]]]:
     """Busy loops that keep every CPU of this machine full (each ends by itself in 5 min)."""
-    hogs = [subprocess.Popen([sys.executable, "-c",
-                              "import time\nend = time.time() + 300\nwhile time.time() < end: pass"])
-            for _ in range(HOGS)]
+    hog = "import time\nend = time.time() + 300\nwhile time.time() < end: pass"
+    hogs = [subprocess.Popen([sys.executable, "-c", hog]) for _ in range(HOGS)]
     try:
         yield hogs
     finally:
@@ -81,7 +80,8 @@ def test_commands_side_by_side_beside_cpu_hogs_all_finish(tmp_path, process_tag,
     logs = [(tmp_path / f"e{index}.log").read_text() for index in range(COMMANDS)]
     assert codes == [0] * COMMANDS, "\n---\n".join(logs)
     for _, store in started:
-        assert query(store, "SELECT status, COUNT(*) FROM runs GROUP BY status") == [("finished", 2)]
+        statuses = query(store, "SELECT status, COUNT(*) FROM runs GROUP BY status")
+        assert statuses == [("finished", 2)]
     assert not any("stopped answering" in log for log in logs), logs
 
 
