@@ -9,13 +9,43 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
+from types import FrameType
 
 import click
 
 from mosaic.cli.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_SIGNAL
 from mosaic.cli.keys import keys
+
+
+class _Stopped(BaseException):
+    """SIGINT or SIGTERM before a command handles signals itself (see :func:`main`).
+
+    Neither an ``Exception`` nor a ``SystemExit`` (which the import of a user's module turns
+    into an error of the file), so that nothing on the way catches it.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    for sig in EXIT_SIGNAL:  # a second signal while the first unwinds ends mosaic at once
+        signal.signal(sig, _exit_now)
+    raise _Stopped(signum)
+
+
+def _exit_now(signum: int, frame: FrameType | None) -> None:
+    os._exit(EXIT_SIGNAL[signum])
+
+
+def _python_signals() -> None:
+    """Hand signals back to Python: the operator modes stop their workers on KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _configure_logging(verbose: int) -> None:
@@ -176,6 +206,7 @@ def evaluate(args: tuple[str, ...]) -> None:
     """Script mode: seeded, headless evaluation of operators (FILE; --help for options)."""
     from mosaic.operators.script_mode import main as script_main
 
+    _python_signals()
     sys.exit(script_main(list(args)))
 
 
@@ -185,6 +216,7 @@ def manual(args: tuple[str, ...]) -> None:
     """Manual mode: step operators in lock-step in the terminal (FILE; --help for options)."""
     from mosaic.operators.manual_mode import main as manual_main
 
+    _python_signals()
     sys.exit(manual_main(list(args)))
 
 
@@ -193,7 +225,20 @@ def main(argv: list[str] | None = None) -> None:
 
     Modules of the user's own (environments, brains, muscles named in a file) are imported from
     the current directory, as ``python -m`` does, and as component processes do.
+
+    SIGINT or SIGTERM ends the command with 130 or 143 (128 + the signal), as a shell reports a
+    process killed by it, until the command handles signals itself: ``experiment-start``
+    cancels its runs in order, and the operator modes stop their workers.
     """
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    cli.main(args=argv, prog_name="mosaic")
+    # Without this, click would turn the KeyboardInterrupt into "Aborted!" and exit 1.
+    previous = {sig: signal.signal(sig, _stop) for sig in EXIT_SIGNAL}
+    try:
+        cli.main(args=argv, prog_name="mosaic")
+    except _Stopped as stopped:
+        click.echo(f"mosaic: stopped by {signal.Signals(stopped.signum).name}", err=True)
+        sys.exit(EXIT_SIGNAL[stopped.signum])
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

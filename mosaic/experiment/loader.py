@@ -27,10 +27,18 @@ from mosaic.experiment.schema import (
 )
 from mosaic.experiment.schema import describe_value as describe
 
-__all__ = ["format_location", "load_experiment"]
+__all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "format_location", "load_experiment"]
 
+#: The largest experiment file read. Real ones are a few KB; the limit bounds the time of a
+#: check, as PyYAML's parser is pure Python: the densest YAML of this size (a value per byte)
+#: takes about 2 s.
+MAX_FILE_BYTES = 128 * 1024
+#: The deepest nesting of lists and mappings accepted, aliases expanded. Real files nest a few
+#: levels; the parser, the validators and the JSON encoder recurse once or more per level.
+MAX_DEPTH = 50
 # Aliases let a small file expand to a huge document; nobody writes an experiment this large.
 _MAX_EXPANDED_NODES = 200_000
+_SQLITE_HEADER = b"SQLite format 3\x00"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _RECURSIVE = "recursive alias: this value contains itself"
 _TYPE_NOUNS = {
@@ -64,11 +72,14 @@ def load_experiment(
     ``<file stem>.sqlite`` next to the experiment file. ``curve_keys``, a relative path too,
     resolves against the experiment file's folder, and its keys are read and checked here.
 
-    Raises :class:`~mosaic.errors.ConfigError` for a file that is missing, unreadable, not
-    YAML or not a valid experiment. The error carries every problem found (``problems``), and
-    ``str()`` of it shows one per line, each with the file, the line when known, the key path,
-    what was expected, and a hint where one helps. References between sections (unique uids,
-    policy mappings, the tcp host) are checked once every key has a valid value.
+    Raises :class:`~mosaic.errors.ConfigError` for a file that is missing, unreadable, larger
+    than :data:`MAX_FILE_BYTES`, not YAML text, nested deeper than :data:`MAX_DEPTH` or not a
+    valid experiment, and for a results store path that cannot be a SQLite file (an existing
+    file that is not one, or a path under a file). The error carries every problem found
+    (``problems``), and ``str()`` of it shows one per line, each with the file, the line when
+    known, the key path, what was expected, and a hint where one helps. References between
+    sections (unique uids, policy mappings, the tcp host) are checked once every key has a valid
+    value.
     """
     shown = os.fspath(path)
     source = Path(shown).expanduser()
@@ -118,20 +129,41 @@ def _read(source: Path, shown: str) -> str:
         )
         raise ConfigError(shown, "", "is a directory, expected a YAML file", hint)
     try:
-        raw = source.read_bytes()
+        with source.open("rb") as file:
+            # A regular file's size is known before reading it; a pipe's only by reading it.
+            size = os.fstat(file.fileno()).st_size
+            raw = b"" if size > MAX_FILE_BYTES else file.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(shown, "", "file not found", f"looked for {source.absolute()}") from None
     except OSError as error:
         raise ConfigError(shown, "", f"cannot read the file: {error.strerror or error}") from None
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
+    if max(size, len(raw)) > MAX_FILE_BYTES:
+        found = f"this one is {_size(size)}" if size > MAX_FILE_BYTES else "this one is longer"
         raise ConfigError(
             shown,
             "",
-            f"expected UTF-8 text, found byte 0x{raw[error.start]:02x} at offset {error.start}",
-            "save the file as UTF-8",
-        ) from None
+            f"the file is too large: an experiment file is at most {MAX_FILE_BYTES // 1024} KiB, "
+            f"{found}",
+            "is this the right file? an experiment file is a few KB of YAML",
+        )
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        found = f"byte 0x{raw[error.start]:02x} at offset {error.start}"
+        raise _not_text(shown, f"expected UTF-8 text, found {found}",
+                        "save the file as UTF-8") from None
+    if b"\0" in raw:
+        raise _not_text(shown, f"found a NUL byte at offset {raw.index(0)}, as in binary data",
+                        "give the path of an experiment's .yml file")
+    return text
+
+
+def _size(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size / 1024:.0f} KiB"
+
+
+def _not_text(shown: str, why: str, hint: str) -> ConfigError:
+    return ConfigError(shown, "", f"not a YAML text file: {why}", hint)
 
 
 @dataclass(frozen=True)
@@ -148,9 +180,48 @@ class _Document:
     problems: list[Problem]
 
 
+class _TooDeep(Exception):
+    def __init__(self, mark: yaml.Mark) -> None:
+        super().__init__(mark)
+        self.mark = mark
+
+
+class _Loader(yaml.SafeLoader):
+    """The safe loader (plain data only, never Python objects named by tags), which stops at a
+    document nested deeper than :data:`MAX_DEPTH` before anything walks it recursively.
+
+    The composer recurses once per level, so the depth is counted as it descends; the height of
+    each node built is recorded too, since an alias puts a whole node one level further down.
+    """
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self._depth = 0
+        self._heights: dict[int, int] = {}
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        if self._depth >= MAX_DEPTH:
+            raise _TooDeep(self.peek_event().start_mark)
+        self._depth += 1
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        if id(node) not in self._heights:  # else an alias of a node already measured
+            if isinstance(node, yaml.MappingNode):
+                children = [child for pair in node.value for child in pair]
+            else:
+                children = node.value if isinstance(node, yaml.SequenceNode) else []
+            # A child absent from the table is a recursive alias; _index reports it.
+            height = 1 + max((self._heights.get(id(child), 0) for child in children), default=0)
+            if height > MAX_DEPTH:
+                raise _TooDeep(node.start_mark)
+            self._heights[id(node)] = height
+        return node
+
+
 def _parse(text: str, shown: str) -> _Document:
-    # The safe loader builds plain data only, never Python objects named by tags.
-    loader = yaml.SafeLoader(text)
+    loader = _Loader(text)
     try:
         root = loader.get_single_node()
         if root is None:
@@ -161,14 +232,27 @@ def _parse(text: str, shown: str) -> _Document:
                 "an experiment needs at least uid, environments and agents; see "
                 "examples/cartpole_random.yml",
             )
+        # A file within MAX_FILE_BYTES holds at most about one value per byte: only aliases
+        # take a document past this.
         if _expanded_size(root, {}) > _MAX_EXPANDED_NODES:
-            raise ConfigError(shown, "", "the document is too large once its aliases are expanded")
+            raise ConfigError(shown, "", "the document is too large once its aliases are expanded",
+                              f"more than {_MAX_EXPANDED_NODES:,} values; use fewer aliases")
         nodes: dict[Loc, _Node] = {(): _Node(root.start_mark.line + 1, 1, False)}
         problems: list[Problem] = []
         _index(root, (), nodes, problems, set(), set())
         if any(problem.message == _RECURSIVE for problem in problems):
             return _Document(None, nodes, problems)
         data = loader.construct_document(root)
+    except _TooDeep as error:
+        raise ConfigError(
+            shown,
+            "",
+            f"the document is nested too deeply: more than {MAX_DEPTH} levels of lists and "
+            "mappings (aliases included)",
+            "an experiment file nests a few levels; check the brackets and the indentation here",
+            line=error.mark.line + 1,
+            column=error.mark.column + 1,
+        ) from None
     except yaml.MarkedYAMLError as error:
         raise _syntax_error(error, shown) from None
     except yaml.YAMLError as error:
@@ -487,16 +571,42 @@ def _store_path(
         store = source.parent / f"{source.stem}.sqlite"
         location = ()
     store = store.resolve()
-    if store.is_dir():
+    problem = _store_file_problem(store)
+    if problem is not None:
         _, line = _position(location, document.nodes)
         raise ConfigError(
             shown,
             format_location(location) or ("--store" if override is not None else "store.path"),
-            f"the results store {store} is a directory, expected a file path",
-            "name a file, e.g. results.sqlite",
+            f"the results store {store} {problem}",
+            "name a new file, e.g. results.sqlite, or the SQLite file of earlier runs",
             line=line,
         )
     return store
+
+
+def _store_file_problem(store: Path) -> str | None:
+    """Why the file path ``store`` cannot hold a SQLite database, or None if it can.
+
+    A missing file (created later) or an empty one is fine. Checked here so that the file and
+    the key are named, and before ``experiment-start`` starts anything.
+    """
+    if os.path.isdir(store):
+        return "is a directory, expected a file path"
+    if os.path.exists(store):
+        if not os.path.isfile(store):
+            return "is not a regular file, expected a SQLite file"
+        try:
+            with open(store, "rb") as file:
+                header = file.read(len(_SQLITE_HEADER))
+        except OSError as error:
+            return f"cannot be read: {error.strerror or error}"
+        if header and header != _SQLITE_HEADER:
+            return "exists and is not a SQLite database"
+        return None
+    parent = next(p for p in store.parents if os.path.exists(p))
+    if not os.path.isdir(parent):
+        return f"lies under {parent}, which is a file, not a folder"
+    return None
 
 
 def _curve_keys_dir(

@@ -34,7 +34,7 @@ def format_runs_table(runs: Sequence[RunSummary]) -> str:
             _text(run.seed),
             run.status,
             _local(run.started_at),
-            _duration(run.duration),
+            _run_duration(run),
             str(run.episodes),
             str(run.steps),
             _number(run.mean_return),
@@ -59,7 +59,7 @@ def format_run_detail(detail: RunDetail) -> str:
         ("status", run.status),
         ("started", _local(run.started_at)),
         ("ended", _local(run.ended_at)),
-        ("duration", _duration(run.duration)),
+        ("duration", _run_duration(run)),
         ("process", f"pid {_text(detail.pid)} on {_text(detail.hostname)}"),
         ("episodes", f"{run.episodes} ({stats.count} recorded)"),
         ("steps", f"{run.steps} ({detail.step_rows} step rows stored)"),
@@ -171,6 +171,12 @@ def _first_line(text: str | None, limit: int) -> str:
 
 def _local(when: datetime | None) -> str:
     return "-" if when is None else when.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _run_duration(run: RunSummary) -> str:
+    # An interrupted run's end is not stored: what it stored last is a lower bound of it.
+    text = _duration(run.duration)
+    return f">={text}" if run.status == "interrupted" and run.duration is not None else text
 
 
 def _duration(seconds: float | None) -> str:

@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -270,6 +270,10 @@ class WriterThreadMixin:
                 )
         if batch.episodes:
             conn.execute(sa.insert(schema.episodes), batch.episodes)
+        if batch.steps:
+            # Steps carry no time: the heartbeat of their runs dates the last committed ones,
+            # which is when an interrupted run is known to have been alive last.
+            self._touch(conn, {row[0] for row in batch.steps})
         if batch.finishes:
             result = conn.execute(FINISH_RUN, batch.finishes)
             if conn.dialect.supports_sane_multi_rowcount and result.rowcount < len(batch.finishes):
@@ -315,14 +319,19 @@ class WriterThreadMixin:
             return
         try:
             with engine.begin() as conn:
-                conn.execute(
-                    sa.update(schema.runs)
-                    .where(schema.runs.c.id.in_(sorted(self._active_runs)))
-                    .where(schema.runs.c.status == "running")
-                    .values(heartbeat_at=time.time())
-                )
+                self._touch(conn, self._active_runs)
         except Exception as exc:
             self._record_error(exc, "refreshing the run heartbeat failed")
+
+    @staticmethod
+    def _touch(conn: sa.Connection, run_ids: Iterable[int]) -> None:
+        """Refresh ``runs.heartbeat_at`` of those of ``run_ids`` still running."""
+        conn.execute(
+            sa.update(schema.runs)
+            .where(schema.runs.c.id.in_(sorted(run_ids)))
+            .where(schema.runs.c.status == "running")
+            .values(heartbeat_at=time.time())
+        )
 
     def _release_waiters(self) -> None:
         """On thread exit, answer every waiter still queued so that nobody waits in vain."""

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import NamedTuple
 
@@ -10,6 +13,7 @@ import pytest
 
 from mosaic.errors import ConfigError
 from mosaic.experiment import Experiment, load_experiment
+from mosaic.experiment.loader import MAX_DEPTH, MAX_FILE_BYTES
 
 HERE = Path(__file__).parent
 BAD = HERE / "bad"
@@ -55,6 +59,9 @@ CORPUS: dict[str, Expect] = {
     "curve_keys_missing_folder.yml": Expect(
         "curve_keys", 4, "bad/no_such_keys: no such folder", "keys generate DIR"
     ),
+    "deep_aliases.yml": Expect("", 55, "nested too deeply: more than 50 levels"),
+    "deep_lists.yml": Expect("", 6, "nested too deeply: more than 50 levels", "brackets"),
+    "deep_mappings.yml": Expect("", 6, "nested too deeply: more than 50 levels", "brackets"),
     "curve_keys_with_ipc.yml": Expect(
         "curve_keys", 3, "secures tcp only, but transport is ipc", "set transport: tcp"
     ),
@@ -222,6 +229,61 @@ def test_non_utf8_file(tmp_path: Path) -> None:
     assert "UTF-8" in _error(path).message
 
 
+def test_binary_file_is_not_a_yaml_text_file(tmp_path: Path) -> None:
+    path = tmp_path / "model.bin"
+    path.write_bytes(b"uid: x\n" + bytes(range(128)))
+    assert _error(path).message.startswith("not a YAML text file: found a NUL byte at offset 7")
+    path.write_bytes(b"uid: x\n" + bytes(range(256)))
+    assert _error(path).message.startswith(
+        "not a YAML text file: expected UTF-8 text, found byte 0x80 at offset 135")
+
+
+class TestSizeLimit:
+    """An experiment file is a few KB: anything much larger is refused before it is parsed,
+    which took 27 s for a 50 MB binary and 42 s for 20 MB of YAML numbers."""
+
+    @pytest.mark.timeout(10)
+    @pytest.mark.parametrize("content", ["random", "numbers"])
+    def test_a_large_file_is_refused_by_its_size(self, tmp_path: Path, content: str) -> None:
+        path = tmp_path / "big.yml"
+        with path.open("wb") as file:
+            if content == "random":
+                file.write(os.urandom(50 * 2**20))
+            else:
+                file.writelines(f"- {i}\n".encode() for i in range(2_000_000))
+        error = _error(path)
+        assert error.message.startswith(
+            f"the file is too large: an experiment file is at most {MAX_FILE_BYTES // 1024} KiB, "
+            f"this one is {path.stat().st_size / 2**20:.1f} MiB")
+        assert "aliases" not in error.message
+
+    def test_a_stream_is_read_no_further_than_the_limit(self) -> None:
+        error = _error("/dev/zero")  # its size is 0, and it never ends
+        assert error.message.endswith("this one is longer")
+
+    @pytest.mark.timeout(20)
+    def test_the_densest_file_within_the_limit_loads(self, tmp_path: Path) -> None:
+        """65,000 values and no alias: neither too large nor an alias bomb."""
+        head = VALID + "    params: {x: ["
+        count = (MAX_FILE_BYTES - len(head) - len("]}\n")) // 2
+        path = tmp_path / "dense.yml"
+        path.write_text(head + ",".join(["1"] * count) + "]}\n")
+        assert path.stat().st_size > MAX_FILE_BYTES - 3
+        assert load_experiment(path).agents[0].params["x"] == [1] * count
+
+
+def test_nesting_is_accepted_up_to_the_limit(tmp_path: Path) -> None:
+    def nested(levels: int) -> Path:  # the top-level mapping, ``levels`` lists and a number
+        path = tmp_path / f"nested_{levels}.yml"
+        path.write_text(VALID + "params: " + "[" * levels + "1" + "]" * levels + "\n")
+        return path
+
+    assert [p.location for p in _error(nested(MAX_DEPTH - 2)).problems] == ["params"]
+    error = _error(nested(MAX_DEPTH - 1))
+    assert "nested too deeply" in error.message
+    assert (error.line, error.column) == (8, len("params: ") + MAX_DEPTH)  # at the number
+
+
 def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
     path = tmp_path / "bom.yml"
     path.write_bytes(b"\xef\xbb\xbf" + VALID.encode())
@@ -315,6 +377,34 @@ class TestStorePath:
     def test_override_url_is_rejected(self, tmp_path: Path) -> None:
         error = _error(self._write(tmp_path), store_override="postgresql://h/db")
         assert error.location == "--store"
+
+    @pytest.mark.parametrize(
+        ("store", "message"),
+        [
+            ("notes.txt", "exists and is not a SQLite database"),
+            ("notes.txt/results.db", "lies under {tmp}/notes.txt, which is a file, not a folder"),
+            ("/dev/null", "is not a regular file"),
+        ],
+    )
+    def test_a_path_that_cannot_be_a_sqlite_file_is_rejected(
+        self, tmp_path: Path, store: str, message: str
+    ) -> None:
+        (tmp_path / "notes.txt").write_text("not a database\n")
+        message = message.format(tmp=tmp_path.resolve())
+        error = _error(self._write(tmp_path, f"store:\n  path: {store}\n"))
+        assert (error.location, error.line) == ("store.path", 9)
+        assert message in error.message
+        error = _error(self._write(tmp_path), store_override=str(tmp_path / store))
+        assert (error.location, error.line) == ("--store", None)
+        assert message in error.message
+
+    def test_an_existing_sqlite_file_or_an_empty_file_is_accepted(self, tmp_path: Path) -> None:
+        with closing(sqlite3.connect(tmp_path / "earlier.sqlite")) as db:
+            db.execute("CREATE TABLE t (x)")
+        (tmp_path / "empty.db").touch()
+        path = self._write(tmp_path)
+        for name in ("earlier.sqlite", "empty.db"):
+            assert load_experiment(path, store_override=str(tmp_path / name)).store_path.exists()
 
 
 def test_relative_source_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -258,3 +258,37 @@ def test_run_detail_text(store):
     assert "sha256:abc" in text and "all episodes done" in text
     assert "first 5 and last 5 of 12" in text
     assert "78 (78 step rows stored)" in text
+
+
+def test_an_interrupted_run_lasts_until_the_last_thing_it_stored(populated):
+    """A SIGKILLed run has no end time: its duration runs to its last transition or heartbeat,
+    whichever is later, and is shown as a lower bound (it was 0.0s: the heartbeat at start)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait(10)
+    started = time.time() - 3600
+    set_run(populated, "beta-0-123456", pid=child.pid, started_at=started, heartbeat_at=started)
+    with closing(sqlite3.connect(populated)) as db, db:
+        [(run_id,)] = db.execute("SELECT id FROM runs WHERE uid = 'beta-0-123456'").fetchall()
+        db.executemany(
+            "INSERT INTO transitions (run_id, seq, from_state, to_state, at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            [(run_id, 1, "created", "setting_up", started + 0.5),
+             (run_id, 2, "setting_up", "running", started + 7.0)],
+        )
+    with open_store(populated) as store:
+        detail = store.show_run("beta")
+        assert detail.run.status == "interrupted"
+        assert detail.run.duration == pytest.approx(7.0)
+        assert "duration     >=7.0s" in format_run_detail(detail)
+        table = format_runs_table(store.list_runs()).splitlines()
+        [line] = [line for line in table if "beta" in line]
+        assert " >=7.0s " in line
+
+    set_run(populated, "beta-0-123456", heartbeat_at=started + 40.0)  # a later heartbeat wins
+    with open_store(populated) as store:
+        assert store.show_run("beta").run.duration == pytest.approx(40.0)
+
+
+def test_a_finished_run_shows_its_duration_as_it_is(store):
+    assert ">=" not in format_run_detail(store.show_run("alpha-0"))
+    assert ">=" not in format_runs_table(store.list_runs())
