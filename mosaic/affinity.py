@@ -8,8 +8,12 @@ of a round trip: pinning the controller, environment and muscle threads to one C
 steps/s (see ``benchmarks/throughput.py``).
 
 Only those threads are pinned. Brains (which may train on many cores), the store writer and the
-idle orchestration threads stay free. ``cpu_affinity: none`` in the experiment file turns this
-off; a CPU number chooses the CPU.
+idle orchestration threads stay free. ``cpu_affinity: auto`` in the experiment file turns this
+on; a CPU number chooses the CPU.
+
+It is off by default: it does not survive sharing. Beside other busy processes (three mosaic
+commands on 2 vCPUs were enough), the kernel can take many seconds to move a thread to its CPU,
+and a pinned process then starts, stops or even dies of SIGKILL that much later.
 """
 
 from __future__ import annotations

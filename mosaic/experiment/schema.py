@@ -424,7 +424,7 @@ class ExperimentFile(_Model):
         description="a folder written by 'mosaic keys generate', relative to this file",
     )
     cpu_affinity: Literal["auto", "none"] | Annotated[int, Field(ge=0)] = Field(
-        default="auto", description="'auto', 'none' or a CPU number >= 0"
+        default="none", description="'none', 'auto' or a CPU number >= 0"
     )
     environments: Annotated[list[EnvironmentConfig], Field(min_length=1)] = Field(
         description="a list of environments"

@@ -131,7 +131,6 @@ STAGED = """\
     runs: {runs}
     episodes: {episodes}
     placement: process
-    cpu_affinity: none
     environments:
       - uid: cartpole
         env: tests.fixtures.stages:StallingCartPole
@@ -148,9 +147,6 @@ UIDS = {"environment": "cartpole", "muscle": "learner@cartpole", "brain": "learn
 def staged_experiment(runs: int = 1, episodes: int = 100_000,
                       stall: tuple[str, str, Path] | None = None, hold: float = 20.0) -> str:
     """An experiment of tests.fixtures.stages components, each in a process of its own.
-
-    Nothing is pinned to a CPU: on a shared machine, where every mosaic picks the same idle
-    CPU for its step loop, a pinned process can wait seconds for that CPU even to exit.
 
     ``stall`` = (kind, stage, marker) makes the component of that kind hold ``hold`` s at that
     stage, after writing its pid to ``marker``.

@@ -1,6 +1,6 @@
 """Several mosaic commands at once, as researchers start them in several terminals, beside CPU
 hogs: no run fails because the others (or the hogs) keep the CPUs busy, and each still stops at
-once on Ctrl-C. The default settings are used, CPU pinning included.
+once on Ctrl-C. The default settings are used.
 
 ``benchmarks/concurrent_runs.py`` runs the same for many trials and counts failures.
 """

@@ -32,9 +32,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
 #: Seconds the component processes may take to end after their parent was killed.
 ORPHAN_LIMIT_S = 5.0
 
-#: Every component in a process of its own; nothing pinned (see tests.e2e.cli.staged_experiment).
-LONG_RUN = cartpole(episodes=100_000, placement="process").replace(
-    "placement: process", "placement: process\n    cpu_affinity: none")
+#: Every component in a process of its own.
+LONG_RUN = cartpole(episodes=100_000, placement="process")
 
 
 def describe_process(pid: int) -> str:
