@@ -18,7 +18,7 @@ import pytest
 
 from mosaic import affinity
 from mosaic.experiment.schema import ExperimentFile
-from tests.e2e.cli import query, run_mosaic, write_experiment
+from tests.e2e.cli import cartpole, query, run_mosaic, write_experiment
 
 pytestmark = [
     pytest.mark.timeout(60),
@@ -105,19 +105,7 @@ def test_a_process_pinned_to_one_cpu_is_unpinned_for_its_exit() -> None:
 
 
 def test_a_run_with_auto_pinning_finishes(tmp_path: Path) -> None:
-    path = write_experiment(tmp_path, """\
-        uid: pinned
-        seed: 3
-        episodes: 3
-        placement: process
-        cpu_affinity: auto
-        environments:
-          - uid: cartpole
-            env: gymnasium:CartPole-v1
-        agents:
-          - uid: random
-            muscle: mosaic.agents:RandomMuscle
-    """)
+    path = write_experiment(tmp_path, cartpole(placement="process", cpu_affinity="auto"))
     store = tmp_path / "results.sqlite"
     started = time.monotonic()
     result = run_mosaic("experiment-start", str(path), "--store", str(store), "--quiet")

@@ -105,10 +105,10 @@ def assert_store_consistent(store: Path) -> None:
 
 CARTPOLE = """\
     uid: {uid}
-    seed: 7
+    seed: {seed}
     runs: {runs}
     episodes: {episodes}
-    placement: {placement}
+    placement: {placement}{settings}
     environments:
       - uid: cartpole
         env: {env}
@@ -120,9 +120,12 @@ CARTPOLE = """\
 
 
 def cartpole(uid: str = "t", runs: int = 1, episodes: int = 3, placement: str = "thread",
-             env: str = "gymnasium:CartPole-v1", params: str = "{}") -> str:
-    return CARTPOLE.format(uid=uid, runs=runs, episodes=episodes, placement=placement, env=env,
-                           params=params)
+             env: str = "gymnasium:CartPole-v1", params: str = "{}", seed: int = 7,
+             **settings: str) -> str:
+    """An experiment of CartPole and a random muscle; ``settings`` are further top-level keys."""
+    lines = "".join(f"\n    {key}: {value}" for key, value in settings.items())
+    return CARTPOLE.format(uid=uid, seed=seed, runs=runs, episodes=episodes, placement=placement,
+                           settings=lines, env=env, params=params)
 
 
 STAGED = """\

@@ -17,27 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cli import REPO, mosaic_command, query, wait_for_steps, write_experiment
+from tests.e2e.cli import REPO, cartpole, mosaic_command, query, wait_for_steps, write_experiment
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 COMMANDS = 3
 HOGS = 4
-EXPERIMENT = """\
-    uid: concurrent-{index}
-    seed: {index}
-    runs: 2
-    episodes: {episodes}
-    placement: process
-    environments:
-      - uid: cartpole
-        env: gymnasium:CartPole-v1
-    agents:
-      - uid: random
-        muscle: mosaic.agents:RandomMuscle
-"""
-
-
 @pytest.fixture
 def cpu_hogs() -> Iterator[list[subprocess.Popen[bytes]]]:
     """Busy loops that keep every CPU of this machine full (each ends by itself in 5 min)."""
@@ -52,7 +37,8 @@ def cpu_hogs() -> Iterator[list[subprocess.Popen[bytes]]]:
 
 
 def start(folder: Path, index: int, episodes: int) -> tuple[subprocess.Popen[str], Path]:
-    experiment = write_experiment(folder, EXPERIMENT.format(index=index, episodes=episodes),
+    experiment = write_experiment(folder, cartpole(f"concurrent-{index}", runs=2, episodes=episodes,
+                                                   placement="process", seed=index),
                                   f"e{index}.yml")
     store = folder / f"e{index}.sqlite"
     with open(folder / f"e{index}.log", "w") as log:
