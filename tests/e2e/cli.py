@@ -19,16 +19,18 @@ def mosaic_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "mosaic"]
 
 
-def run_mosaic(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+def run_mosaic(*args: str, timeout: float = 60.0,
+               **env: str) -> subprocess.CompletedProcess[str]:
+    """Run the ``mosaic`` command to its end; ``env`` adds to its environment."""
     return subprocess.run([*mosaic_command(), *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                          timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1", **env})
 
 
-def start_mosaic(*args: str) -> subprocess.Popen[str]:
+def start_mosaic(*args: str, **env: str) -> subprocess.Popen[str]:
     """Start the ``mosaic`` command; stdout and stderr are piped (read them with communicate)."""
     return subprocess.Popen([*mosaic_command(), *args], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", **env})
 
 
 def signal_and_time(proc: subprocess.Popen[str], *signals: int, gap: float = 0.0,

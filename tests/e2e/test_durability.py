@@ -3,6 +3,7 @@
 Nothing of mosaic runs after a SIGKILL: the component processes end by their parent-death
 signal, and the store keeps exactly the transactions committed before the kill. The run stays
 ``running`` in the database; readers report it ``interrupted``, since its process is gone.
+Its private ipc folder is removed by the next mosaic command to start.
 """
 
 from __future__ import annotations
@@ -136,3 +137,42 @@ def test_a_burst_of_sigterms_ends_a_component_process(tmp_path: Path, process_ta
     assert proc.returncode == 1, stderr
     [(status, error)] = query(store, "SELECT status, error FROM runs")
     assert status == "failed" and f"{kind} {uid!r}" in error, error
+
+
+def ipc_folders(temp: Path) -> list[Path]:
+    """The private ipc folders of mosaic processes in the temporary directory ``temp``."""
+    return sorted(temp.glob("mosaic-*"))
+
+
+def test_no_ipc_folder_outlives_its_run(tmp_path: Path, process_tag: str) -> None:
+    """A double Ctrl-C removes its folder on the way out; a SIGKILLed command cannot, so the
+    next mosaic command to start removes the folder of a process that is gone."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    path = write_experiment(tmp_path, LONG_RUN)
+    twice = start_mosaic("experiment-start", str(path), "--store", str(tmp_path / "a.sqlite"),
+                         TMPDIR=str(temp))
+    killed = start_mosaic("experiment-start", str(path), "--store", str(tmp_path / "b.sqlite"),
+                          TMPDIR=str(temp))
+    try:
+        wait_for_steps(tmp_path / "a.sqlite", twice, minimum=50)
+        wait_for_steps(tmp_path / "b.sqlite", killed, minimum=50)
+        assert len(ipc_folders(temp)) == 2
+        folder_of_killed = next(f for f in ipc_folders(temp) if f"-{killed.pid}-" in f.name)
+        os.kill(twice.pid, signal.SIGINT)
+        time.sleep(0.05)
+        os.kill(twice.pid, signal.SIGINT)
+        twice.wait(timeout=20)
+        killed.kill()
+        killed.wait(timeout=10)
+    finally:
+        finish(twice)
+        finish(killed)
+    assert twice.returncode == 130
+    assert ipc_folders(temp) == [folder_of_killed]
+
+    short = write_experiment(tmp_path, cartpole(placement="process"), "short.yml")
+    result = run_mosaic("experiment-start", str(short), "--store", str(tmp_path / "c.sqlite"),
+                        "--quiet", TMPDIR=str(temp))
+    assert result.returncode == 0, result.stderr
+    assert ipc_folders(temp) == []
