@@ -61,7 +61,7 @@ def save_state(path: str | Path, state: dict[str, np.ndarray]) -> None:
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}-", suffix=".npz")
     try:
         with os.fdopen(handle, "wb") as stream:
-            np.savez(stream, **arrays)
+            np.savez(stream, **arrays)  # type: ignore[arg-type]  # NumPy's stubs: **kwds: bool
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

@@ -6,4 +6,4 @@ import signal
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 #: A run cancelled by a signal exits as shells report a process killed by it: 128 + the signal.
-EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
+EXIT_SIGNAL: dict[int, int] = {signal.SIGINT: 130, signal.SIGTERM: 143}

@@ -38,7 +38,11 @@ _HOMES = {
                                    "StoreConfig", "Timeouts", "Transport")},
 }
 
-__all__ = sorted(_HOMES)
+__all__ = [
+    "AgentConfig", "AgentPlacement", "BrainSpec", "EnvironmentConfig", "Experiment",
+    "ExperimentFile", "ImportPathError", "MuscleSpec", "Placement", "StoreConfig", "Timeouts",
+    "Transport", "format_location", "import_object", "load_experiment",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -199,15 +199,15 @@ class _Loader(yaml.SafeLoader):
         self._depth = 0
         self._heights: dict[int, int] = {}
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         if self._depth >= MAX_DEPTH:
-            raise _TooDeep(self.peek_event().start_mark)
+            raise _TooDeep(self.peek_event().start_mark)  # type: ignore[no-untyped-call]
         self._depth += 1
         try:
             node = super().compose_node(parent, index)
         finally:
             self._depth -= 1
-        if id(node) not in self._heights:  # else an alias of a node already measured
+        if node is not None and id(node) not in self._heights:  # else an alias of a node already measured
             if isinstance(node, yaml.MappingNode):
                 children = [child for pair in node.value for child in pair]
             else:

@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable
 from typing import Any, Literal, cast
 
-import msgpack  # type: ignore[import-untyped]
+import msgpack
 import numpy as np
 
 from mosaic.errors import CodecError, FrameTooLarge, MalformedFrame, UnknownMessageType

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
 
-import msgpack  # type: ignore[import-untyped]
+import msgpack
 import numpy as np
 
 from mosaic.errors import CodecError

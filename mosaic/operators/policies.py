@@ -98,7 +98,8 @@ class QTablePolicy:
         index = int(value)
         if not 0 <= index < self.n_states:
             raise ValueError(f"state {index} outside 0..{self.n_states - 1}")
-        return self.q[index]
+        row: np.ndarray = self.q[index]
+        return row
 
     def act(self, observation: Any, legal_actions: Sequence[int] | None = None) -> int:
         """``argmax q[observation]`` over the legal actions."""
@@ -143,7 +144,8 @@ class MLPPolicy:
         for weight, bias in self.layers[:-1]:
             x = np.tanh(x @ weight + bias)
         weight, bias = self.layers[-1]
-        return x @ weight + bias
+        out: np.ndarray = x @ weight + bias
+        return out
 
     def act(self, observation: Any, legal_actions: Sequence[int] | None = None) -> int:
         """``argmax`` of the logits over the legal actions."""
@@ -179,7 +181,8 @@ def save_mlp(
         arrays[f"W{i}"] = weight
         arrays[f"b{i}"] = bias
     target = _npz_path(path)
-    np.savez(target, format=np.array("mlp"), version=np.array(CHECKPOINT_VERSION), **arrays)
+    np.savez(target, format=np.array("mlp"), version=np.array(CHECKPOINT_VERSION),
+             **arrays)  # type: ignore[arg-type]  # NumPy's stubs: **kwds: bool
     return target
 
 

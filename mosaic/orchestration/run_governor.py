@@ -149,12 +149,12 @@ class RunGovernor(Component):
             if placed.alive():
                 placed.kill()
                 killed.append(placed.describe())
-        state, error = self._outcome or (RunState.FAILED, "no outcome")
-        self.machine.transition(state, error or request.reason)
+        state, reason = self._outcome or (RunState.FAILED, "no outcome")
+        self.machine.transition(state, reason or request.reason)
         self.request_stop()
         progress = ctx.progress
         # A thread cannot be killed: one its conductor gave up on is still alive in the sweep.
-        return ExperimentShutdownResponse(ctx.run_uid, state.value, error, progress.episodes,
+        return ExperimentShutdownResponse(ctx.run_uid, state.value, reason, progress.episodes,
                                           progress.steps, tuple(dict.fromkeys(killed)))
 
     def _death_in_shutdown(self, killed: list[str]) -> str | None:

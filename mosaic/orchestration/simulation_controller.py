@@ -192,10 +192,10 @@ class SimulationController(Component):
                 AgentSetupResponse, timeout * (2 + len(muscles)), check)
             for muscle_uid, endpoint in answer.muscle_endpoints.items():
                 loop = next(lp for lp in self._loops if lp.uid == muscles[muscle_uid]["environment"])
-                slots = frozenset(s.uid for s in muscles[muscle_uid]["sensors"])
+                sensed = frozenset(s.uid for s in muscles[muscle_uid]["sensors"])
                 loop.muscles.append(_MuscleLink(muscle_uid, agent["uid"],
                                                 self.connect(endpoint, peer=f"muscle {muscle_uid!r}"),
-                                                slots))
+                                                sensed))
         self.ctx.progress.episodes_total = self._episodes * len(self._loops)
 
     # -- main loop ------------------------------------------------------------------------

@@ -123,7 +123,7 @@ class RequestClient:
                 log.debug("stale reply %s from %s dropped", answer_id, self.peer)
                 continue
             if type(message) is expect:
-                return message  # type: ignore[return-value]
+                return message
             if isinstance(message, ErrorResponse):
                 raise RemoteError(self.peer, f"{message.error_type}: {message.error}")
             raise TransportError(

@@ -59,7 +59,8 @@ class Credentials:
 
     def to_bytes(self) -> bytes:
         """The credentials as one msgpack map, for a pipe to a component process."""
-        return msgpack.packb({name: getattr(self, name) for name in _FIELDS})
+        packed: bytes = msgpack.packb({name: getattr(self, name) for name in _FIELDS})
+        return packed
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Credentials:

@@ -86,7 +86,7 @@ def remove_stale_folders(root: str | None = None) -> list[Path]:
     Only this user's folders are touched, and only those named after a process that no longer
     exists: the folder of a live run, of any user, stays.
     """
-    removed = []
+    removed: list[Path] = []
     parent = Path(root or tempfile.gettempdir())
     try:
         candidates = list(parent.glob(f"{IPC_FOLDER_PREFIX}*"))

@@ -55,7 +55,7 @@ def _proves(credentials: Credentials, mechanism: bytes, proof: list[bytes]) -> b
 class _Gatekeeper(ThreadAuthenticator):
     """pyzmq's ZAP thread, answering from the credentials of the runs this process serves."""
 
-    async def handle_zap_message(self, msg: list[bytes]) -> None:  # type: ignore[override]
+    async def handle_zap_message(self, msg: list[bytes]) -> None:
         if len(msg) < 6:
             if len(msg) >= 2:
                 self._send_zap_reply(msg[1], b"400", b"malformed ZAP request")

@@ -19,7 +19,7 @@ from mosaic.transport.security import release, secure_server
 log = logging.getLogger(__name__)
 
 #: Handshakes that a peer failed: it did not prove the run's credentials, or spoke no ZeroMQ.
-_REFUSED_EVENTS = {
+_REFUSED_EVENTS: dict[int, str] = {
     zmq.EVENT_HANDSHAKE_FAILED_AUTH: "wrong credentials",
     zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "no credentials (handshake refused)",
     zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "a failed handshake",
