@@ -78,6 +78,9 @@ class Component:
         self._stop_pending: Callable[[], bool] = lambda: False
         #: Bounds the log of messages nobody handles: anyone who reaches the endpoint can send them.
         self.unhandled_log = LogLimiter(log, uid, "messages without a handler dropped")
+        #: Bounds the log of requests refused for their sender (see :meth:`accepts`).
+        self.refused_log = LogLimiter(log, uid, "requests from the wrong sender refused",
+                                      level=logging.WARNING)
 
     # -- lifecycle hooks ------------------------------------------------------------------
     def on_setup(self) -> None:
@@ -139,15 +142,22 @@ class Component:
             client.close()
         self._clients.clear()
 
-    def dispatch(self, message: Message) -> Response | None:
-        """Run the handler for ``message``; unknown types get an :class:`ErrorResponse`."""
+    def dispatch(self, message: Message, sender: str | None = None) -> Response | None:
+        """Run the handler for ``message`` from ``sender``; a message of an unknown type, or
+        one this component does not take from ``sender``, gets an :class:`ErrorResponse`."""
+        tag = type(message).__name__
         name = self._handlers.get(type(message))
         if name is None:
-            tag = type(message).__name__
             if self.unhandled_log.allow(tag):
                 log.error("%s: no handler for %s", self.uid, tag)
             if isinstance(message, Notice):
                 return None
             return ErrorResponse(request=tag, error_type="UnhandledMessage",
                                  error=f"{self.uid} does not handle {tag}")
+        if not self.accepts(message, sender):
+            who = sender or "an anonymous peer"
+            if self.refused_log.allow(tag):
+                log.warning("%s: refused %s from %s", self.uid, tag, who)
+            return ErrorResponse(request=tag, error_type="WrongSender",
+                                 error=f"{self.uid} does not take {tag} from {who}")
         return getattr(self, name)(message)  # type: ignore[no-any-return]

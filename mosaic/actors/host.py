@@ -12,7 +12,6 @@ import pykka
 from mosaic.actors.component import Component
 from mosaic.affinity import pin_current_thread
 from mosaic.errors import MosaicError
-from mosaic.log_limit import LogLimiter
 from mosaic.messages import ErrorResponse, Message, Request, Response
 from mosaic.transport import RequestServer, sender_of
 
@@ -66,8 +65,6 @@ class ActorHost(pykka.ThreadingActor):
         component._stop_pending = lambda: not self.actor_inbox.empty()
         self._server: RequestServer | None = None
         self._shut_down = False
-        self._refused = LogLimiter(log, component.uid, "requests from the wrong sender refused",
-                                   level=logging.WARNING)
 
     def on_start(self) -> None:
         # pykka skips on_stop/on_failure when on_start raises: clean up here before re-raising.
@@ -131,15 +128,8 @@ class ActorHost(pykka.ThreadingActor):
         """The component's answer to ``message``; a refusal or a failure becomes an error reply."""
         component = self.component
         what = type(message).__name__
-        # A message nobody handles is the dispatcher's to report, whoever sent it.
-        if type(message) in component._handlers and not component.accepts(message, sender):
-            who = sender or "an anonymous peer"
-            if self._refused.allow(what):
-                log.warning("%s: refused %s from %s", component.uid, what, who)
-            return ErrorResponse(request=what, error_type="WrongSender",
-                                 error=f"{component.uid} does not take {what} from {who}")
         try:
-            return component.dispatch(message)
+            return component.dispatch(message, sender)
         except Exception as error:  # a handler failure goes back to its sender
             if isinstance(error, MosaicError):
                 log.warning("%s: %s failed: %s", component.uid, what, error)
@@ -168,7 +158,7 @@ class ActorHost(pykka.ThreadingActor):
             log.exception("%s: on_shutdown failed", self.component.uid)
         finally:
             self.component.unhandled_log.flush(force=True)
-            self._refused.flush(force=True)
+            self.component.refused_log.flush(force=True)
             self.component.close_clients()
             if self._server is not None:
                 self._server.close()

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from mosaic.actors.bootstrap import Bootstrap, named_strings
 from mosaic.actors.placement import ThreadPlaced, kill_all_processes
 from mosaic.affinity import available_cpus, choose_cpu, pin_thread
 from mosaic.checkpoints import CheckpointError, checkpoint_path, checkpoint_root, find_checkpoint
@@ -25,13 +26,18 @@ from mosaic.messages import (
     ExperimentShutdownResponse,
     ExperimentStartRequest,
     ExperimentStartResponse,
+    names,
 )
-from mosaic.messages import names
 from mosaic.orchestration.run_context import RunContext, Timeouts
 from mosaic.orchestration.run_governor import RunGovernor
 from mosaic.seeding import phase_seed
-from mosaic.actors.bootstrap import named_strings
-from mosaic.transport import Credentials, EndpointAllocator, RequestClient, RequestServer, pin_io_threads
+from mosaic.transport import (
+    Credentials,
+    EndpointAllocator,
+    RequestClient,
+    RequestServer,
+    pin_io_threads,
+)
 from mosaic.transport.keys import CurveKeys, load_keys
 
 if TYPE_CHECKING:
@@ -237,8 +243,8 @@ class Executor:
         timeouts = Timeouts(**config["timeouts"])
         endpoints = EndpointAllocator(f"{run_uid}", transport=config["transport"], host=config["host"])
         ctx = RunContext(self.experiment.uid, run_uid, run_id, seed, config, endpoints, self.store,
-                         timeouts, credentials=Credentials.fresh(self._keys),
-                         allowed_imports=named_strings(config))
+                         timeouts, trust=Bootstrap(Credentials.fresh(self._keys),
+                                                   named_strings(config)))
         with self._lock:
             self._active.add(ctx)
         if self.cancelled_by is not None:

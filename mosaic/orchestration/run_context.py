@@ -12,11 +12,11 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mosaic.actors.bootstrap import Bootstrap
+from mosaic.actors.bootstrap import NO_TRUST, Bootstrap
 from mosaic.actors.heartbeat import DEFAULT_TIMEOUT_S as DEFAULT_HEARTBEAT_TIMEOUT_S
 from mosaic.actors.placement import Placed, ProcessPlaced
-from mosaic.messages.names import muscle_uid
 from mosaic.errors import ComponentDied, ComponentHung, RunCancelled
+from mosaic.messages.names import muscle_uid
 from mosaic.transport import Credentials, EndpointAllocator
 
 if TYPE_CHECKING:
@@ -126,15 +126,13 @@ class RunContext:
     prelaunched: dict[str, ProcessPlaced] = field(default_factory=dict)
     #: The CPU of the step loop's threads, or None (see mosaic.affinity).
     hot_cpu: int | None = None
-    #: The run's secrets (see mosaic.transport.credentials); every component gets them.
-    credentials: Credentials | None = None
-    #: What a component of the run may import: the names of its experiment file.
-    allowed_imports: frozenset[str] | None = None
+    #: What every component of the run is given, in a thread or a process: the run's secrets
+    #: (see mosaic.transport.credentials) and what it may import (its experiment file's names).
+    trust: Bootstrap = NO_TRUST
 
     @property
-    def trust(self) -> Bootstrap:
-        """What every component of the run is given, in a thread or a process."""
-        return Bootstrap(self.credentials, self.allowed_imports)
+    def credentials(self) -> Credentials | None:
+        return self.trust.credentials
 
     def prelaunch(self) -> None:
         """Launch every process-placed component of the run at once, before set-up needs them.

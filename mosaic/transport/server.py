@@ -78,7 +78,7 @@ class RequestServer:
             sock.bind(endpoint)
             last = sock.getsockopt_string(zmq.LAST_ENDPOINT)
         except Exception:
-            self._close_monitor(sock)
+            self._close_security(sock)
             sock.close(linger=0)
             raise
         self._socket = sock
@@ -149,7 +149,7 @@ class RequestServer:
                 log.warning("%s: refused a peer that did not authenticate (%s) on %s", self.name,
                             what, event["endpoint"].decode("utf-8", "replace"))
 
-    def _close_monitor(self, sock: zmq.Socket[bytes]) -> None:
+    def _close_security(self, sock: zmq.Socket[bytes]) -> None:
         if self._monitor is not None:
             self._note_refusals()
             sock.disable_monitor()
@@ -163,7 +163,7 @@ class RequestServer:
         """Close the socket. Idempotent."""
         if self._socket.closed:
             return
-        self._close_monitor(self._socket)
+        self._close_security(self._socket)
         self._log_limit.flush(force=True)
         self._refusals.flush(force=True)
         self._socket.close(linger=0)
