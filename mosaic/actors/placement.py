@@ -161,6 +161,7 @@ class ProcessPlaced(Placed):
         level = log_level if log_level is not None else logging.getLogger().getEffectiveLevel()
         command = [sys.executable, "-m", "mosaic.actors.process_main", kind, uid, endpoint,
                    "--parent-pid", str(os.getpid()), "--log-level", logging.getLevelName(level)]
+        self._pinned = cpu is not None
         if cpu is not None:
             command += ["--cpu", str(cpu)]
         trust_read, trust_write = os.pipe()
@@ -283,7 +284,7 @@ class ProcessPlaced(Placed):
 
     def kill(self) -> None:
         if self._process.poll() is None:
-            unpin_process(self.pid)  # its exit must not queue for one busy CPU
+            self._unpin()
             try:
                 self._process.kill()
             except ProcessLookupError:
@@ -302,7 +303,7 @@ class ProcessPlaced(Placed):
         """
         if self.wait(min(timeout, STOP_GRACE_S)):
             return True
-        unpin_process(self.pid)  # its way out must not queue for one busy CPU
+        self._unpin()
         try:
             self._process.terminate()
         except ProcessLookupError:
@@ -311,6 +312,11 @@ class ProcessPlaced(Placed):
             return True
         self.kill()
         return False
+
+    def _unpin(self) -> None:
+        # A pinned child on its way out must not queue for one busy CPU while another is free.
+        if self._pinned:
+            unpin_process(self.pid)
 
     def _reap_readers(self) -> None:
         for reader in self._readers:
