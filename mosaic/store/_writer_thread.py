@@ -270,10 +270,11 @@ class WriterThreadMixin:
                 )
         if batch.episodes:
             conn.execute(sa.insert(schema.episodes), batch.episodes)
-        if batch.steps:
-            # Steps carry no time: the heartbeat of their runs dates the last committed ones,
-            # which is when an interrupted run is known to have been alive last.
-            self._touch(conn, {row[0] for row in batch.steps})
+        if batch.steps or batch.transitions:
+            # Steps carry no time: the heartbeat of a run dates the last commit of its steps or
+            # transitions, the last time an interrupted run is known to have been alive.
+            self._touch(conn, {row[0] for row in batch.steps}
+                        | {params["p_run"] for params in batch.transitions})
         if batch.finishes:
             result = conn.execute(FINISH_RUN, batch.finishes)
             if conn.dialect.supports_sane_multi_rowcount and result.rowcount < len(batch.finishes):

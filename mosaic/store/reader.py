@@ -305,13 +305,10 @@ class Store:
             duration: float | None = ended - started
         elif status == "running" and started is not None:
             duration = now - started
-        elif status == "interrupted" and started is not None:
-            # Its end is not stored: the last time it is known alive is the later of its last
-            # transition and its heartbeat (refreshed on every commit of steps, and every 30 s),
-            # a lower bound of the truth.
-            last = max((t for t in (row.heartbeat_at, row.last_transition_at) if t is not None),
-                       default=started)
-            duration = last - started
+        elif status == "interrupted" and started is not None and row.heartbeat_at is not None:
+            # Its end is not stored: the last time it is known alive is its heartbeat (refreshed
+            # on every commit of its steps or transitions, and every 30 s), a lower bound.
+            duration = row.heartbeat_at - started
         else:
             duration = None
         return RunSummary(
@@ -359,7 +356,7 @@ class _Reading:
 
 
 def _summary_query() -> sa.Select[Any]:
-    r, x, e, t = schema.runs, schema.experiments, schema.episodes, schema.transitions
+    r, x, e = schema.runs, schema.experiments, schema.episodes
     agg = (
         sa.select(
             e.c.run_id,
@@ -370,11 +367,6 @@ def _summary_query() -> sa.Select[Any]:
         .group_by(e.c.run_id)
         .subquery()
     )
-    last_transition = (
-        sa.select(t.c.run_id, sa.func.max(t.c.at).label("last_transition_at"))
-        .group_by(t.c.run_id)
-        .subquery()
-    )
     return (
         sa.select(
             r,
@@ -383,11 +375,9 @@ def _summary_query() -> sa.Select[Any]:
             agg.c.recorded_episodes,
             agg.c.recorded_steps,
             agg.c.mean_return,
-            last_transition.c.last_transition_at,
         )
         .join(x, x.c.id == r.c.experiment_id)
         .outerjoin(agg, agg.c.run_id == r.c.id)
-        .outerjoin(last_transition, last_transition.c.run_id == r.c.id)
     )
 
 

@@ -155,6 +155,39 @@ def test_commits_within_flush_interval_without_flush(tmp_path, writers):
         time.sleep(0.02)
 
 
+def heartbeat_of(path: Path, run: int) -> float:
+    with closing(sqlite3.connect(path)) as db:
+        [(heartbeat,)] = db.execute("SELECT heartbeat_at FROM runs WHERE id = ?", (run,))
+    return float(heartbeat)
+
+
+def test_each_commit_of_steps_or_transitions_refreshes_the_run_heartbeat(tmp_path, writers):
+    """Steps carry no time: the heartbeat dates a run's last commit, so that a run killed
+    between two 30 s heartbeats still has a duration up to its last stored step."""
+    path = tmp_path / "store.db"
+    writer = make_writer(writers, path)
+    run = new_run(writer)
+    other = new_run(writer, "run-2")
+    assert writer.flush()
+    at_start = heartbeat_of(path, run)
+    time.sleep(0.05)
+    writer.record_steps(step_rows(run, 3))
+    assert writer.flush()
+    after_steps = heartbeat_of(path, run)
+    assert after_steps > at_start
+    assert heartbeat_of(path, other) < after_steps  # only the runs in the commit
+    time.sleep(0.05)
+    writer.record_transition(run, "running", "stopping", "done")
+    assert writer.flush()
+    assert heartbeat_of(path, run) > after_steps
+    writer.run_finished(run, "finished", None, episodes=0, steps=3)
+    assert writer.flush()
+    finished = heartbeat_of(path, run)
+    writer.record_steps(step_rows(run, 1, start=3))  # late rows do not move a finished run
+    assert writer.flush()
+    assert heartbeat_of(path, run) == finished
+
+
 def test_flush_waits_for_earlier_records_and_times_out_honestly(tmp_path, writers):
     gate = threading.Event()
 
