@@ -2,7 +2,7 @@
 
 Two threads ping-pong a small frame over ``inproc``, first pinned to the same CPU, then to two
 different CPUs, in the same run. On the virtual machines mosaic is measured on, the cross-CPU
-wake-up dominates the round trip (see :mod:`mosaic.affinity`).
+wake-up dominates the round trip (see :mod:`mosaic.core.affinity`).
 
 Usage: python benchmarks/cross_cpu.py [--round-trips 20000]
 """

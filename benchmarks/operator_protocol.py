@@ -21,8 +21,8 @@ import time
 import gymnasium as gym
 import numpy as np
 
-from mosaic.operators.config import OperatorConfig
-from mosaic.operators.launcher import OperatorLauncher
+from mosaic.operators.api.config import OperatorConfig
+from mosaic.operators.driver.launcher import OperatorLauncher
 from mosaic.operators.protocol import encode_line, rgb_payload
 
 

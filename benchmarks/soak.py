@@ -197,8 +197,8 @@ def role(pid: int, root: int) -> str:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
     except OSError:
         return UNSETTLED
-    if "mosaic.actors.process_main" in argv:
-        at = argv.index("mosaic.actors.process_main")
+    if "mosaic.runtime.process_main" in argv:
+        at = argv.index("mosaic.runtime.process_main")
         return " ".join(argv[at + 1:at + 3])
     if "experiment-start" in argv:
         # A child caught between fork and exec still shows mosaic's own command line.

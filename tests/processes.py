@@ -75,8 +75,8 @@ def component_pids(parent: int, kind: str, uid: str) -> list[int]:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"mosaic.actors.process_main" in argv:
-            at = argv.index(b"mosaic.actors.process_main")
+        if b"mosaic.runtime.process_main" in argv:
+            at = argv.index(b"mosaic.runtime.process_main")
             if argv[at + 1:at + 3] == [kind.encode(), uid.encode()]:
                 found.append(pid)
     return found

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from mosaic.log_limit import MAX_KINDS, OTHER, LogLimiter
+from mosaic.core.log_limit import MAX_KINDS, OTHER, LogLimiter
 
 
 class Clock:

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mosaic.checkpoints import CheckpointError, load_state, save_state
-from mosaic.operators.policies import PolicyFileError, load_policy
+from mosaic.agents.policies import PolicyFileError, load_policy
+from mosaic.core.checkpoints import CheckpointError, load_state, save_state
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted([*ROOT.glob("mosaic/**/*.py"), *ROOT.glob("workers/**/*.py")])
@@ -59,7 +59,7 @@ def _pickle_names(tree: ast.AST) -> list[int]:
 
 
 def test_the_scan_covers_mosaic_and_the_workers() -> None:
-    assert ROOT / "mosaic" / "checkpoints.py" in SOURCES
+    assert ROOT / "mosaic" / "core" / "checkpoints.py" in SOURCES
     assert ROOT / "workers" / "rl_worker.py" in SOURCES
     assert ROOT / "mosaic" / "transport" / "security.py" in SOURCES
 

@@ -11,9 +11,9 @@ from gymnasium import spaces
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mosaic.errors import CodecError
+from mosaic.core.errors import CodecError
+from mosaic.core.spaces import space_from_dict, space_to_dict
 from mosaic.messages import pack, unpack
-from mosaic.spaces import space_from_dict, space_to_dict
 
 CASES: list[spaces.Space[Any]] = [
     spaces.Box(-1.0, 1.0, (3,)),

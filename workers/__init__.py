@@ -2,14 +2,14 @@
 
 Each module runs as ``python -m workers.<name> [options]`` and speaks the JSON-lines protocol of
 :mod:`mosaic.operators.protocol` on stdin/stdout through
-:class:`mosaic.operators.runtime.InteractiveRuntime`. All of them log to stderr only and
+:class:`mosaic.operators.worker.runtime.InteractiveRuntime`. All of them log to stderr only and
 answer ``--help``.
 
 ========================  ===========================================================
 ``random_worker``         uniform random actions, seeded from the reset seed
 ``passive_worker``        the no-op action every step
 ``scripted_worker``       a user function ``module:function(observation, legal_actions)``
-``rl_worker``             a greedy policy checkpoint (``.npz``, :mod:`mosaic.operators.policies`)
+``rl_worker``             a greedy policy checkpoint (``.npz``, :mod:`mosaic.agents.policies`)
 ``llm_worker``            an OpenAI-compatible chat-completions endpoint
 ``human_worker``          keyboard input on a terminal
 ========================  ===========================================================

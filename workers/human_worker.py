@@ -25,7 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from mosaic.operators.runtime import BasePolicy, add_runtime_arguments, discrete_actions, run_worker
+from mosaic.operators.worker.runtime import (
+    BasePolicy,
+    add_runtime_arguments,
+    discrete_actions,
+    run_worker,
+)
 
 __all__ = ["HumanPolicy", "PROMPT", "main"]
 

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from mosaic.operators.protocol import to_jsonable
-from mosaic.operators.runtime import (
+from mosaic.operators.worker.runtime import (
     BasePolicy,
     add_runtime_arguments,
     discrete_actions,

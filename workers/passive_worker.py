@@ -11,7 +11,12 @@ import argparse
 import sys
 from typing import Any
 
-from mosaic.operators.runtime import BasePolicy, add_runtime_arguments, noop_action, run_worker
+from mosaic.operators.worker.runtime import (
+    BasePolicy,
+    add_runtime_arguments,
+    noop_action,
+    run_worker,
+)
 
 __all__ = ["PassivePolicy", "main"]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from mosaic.operators.runtime import (
+from mosaic.operators.worker.runtime import (
     BasePolicy,
     add_runtime_arguments,
     copy_space,

@@ -1,6 +1,6 @@
 """RL worker: acts greedily with a trained policy checkpoint.
 
-``--checkpoint`` is an ``.npz`` file in the format of :mod:`mosaic.operators.policies`
+``--checkpoint`` is an ``.npz`` file in the format of :mod:`mosaic.agents.policies`
 (``q_table`` or ``mlp``). The action is the arg-max over the legal actions. A checkpoint that is
 missing or malformed gives exit code 2 with the reason on stderr; an observation the policy cannot
 take (say, a vector for a q_table) gives an ``error`` reply.
@@ -12,8 +12,8 @@ import argparse
 import sys
 from typing import Any
 
-from mosaic.operators.policies import MLPPolicy, QTablePolicy, load_policy
-from mosaic.operators.runtime import BasePolicy, add_runtime_arguments, run_worker
+from mosaic.agents.policies import MLPPolicy, QTablePolicy, load_policy
+from mosaic.operators.worker.runtime import BasePolicy, add_runtime_arguments, run_worker
 
 __all__ = ["GreedyCheckpointPolicy", "main"]
 

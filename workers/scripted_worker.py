@@ -21,7 +21,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mosaic.operators.runtime import BasePolicy, add_runtime_arguments, discrete_actions, run_worker
+from mosaic.operators.worker.runtime import (
+    BasePolicy,
+    add_runtime_arguments,
+    discrete_actions,
+    run_worker,
+)
 
 __all__ = ["ScriptedPolicy", "cartpole_balance", "first_legal", "load_function", "main"]
 

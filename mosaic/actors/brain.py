@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from mosaic.actors.component import Component, handles
 from mosaic.actors.slots import slots_from_specs
 from mosaic.agents import Brain, BrainContext
-from mosaic.checkpoints import load_state, save_state
-from mosaic.errors import MosaicError
-from mosaic.experiment.imports import import_object
+from mosaic.core.checkpoints import load_state, save_state
+from mosaic.core.errors import MosaicError
+from mosaic.core.imports import import_object
+from mosaic.core.seeding import check_seed
 from mosaic.messages import (
     BrainCheckpointRequest,
     BrainCheckpointResponse,
@@ -21,7 +21,7 @@ from mosaic.messages import (
     MuscleUpdateResponse,
 )
 from mosaic.messages.names import AGENT_CONDUCTOR
-from mosaic.seeding import check_seed
+from mosaic.runtime.component import Component, handles
 
 
 class BrainActor(Component):

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from mosaic.actors.component import Component, handles
+from mosaic.core.errors import MosaicError
+from mosaic.core.seeding import check_seed
+from mosaic.core.spaces import space_to_dict
 from mosaic.environments import EnvironmentAdapter, make_environment
-from mosaic.errors import MosaicError
 from mosaic.messages import (
     ActuatorSpec,
     EnvironmentResetRequest,
@@ -19,8 +20,7 @@ from mosaic.messages import (
     SensorSpec,
 )
 from mosaic.messages.names import SIMULATION_CONTROLLER
-from mosaic.seeding import check_seed
-from mosaic.spaces import space_to_dict
+from mosaic.runtime.component import Component, handles
 
 
 class EnvironmentActor(Component):

@@ -1,13 +1,9 @@
-"""The component kinds that can be placed in a thread or a process, by name."""
+"""The component kinds that the conductors place in a thread or a process, by name."""
 
 from __future__ import annotations
 
-import importlib
-
-from mosaic.actors.component import Component
-
 #: kind -> "module:Class". Only these kinds cross a process boundary; the names, not code,
-#: travel on the command line of a component process.
+#: travel on the command line of a component process (see mosaic.runtime.process_main).
 PLACEABLE = {
     "environment": "mosaic.actors.environment:EnvironmentActor",
     "muscle": "mosaic.actors.muscle:MuscleActor",
@@ -15,13 +11,9 @@ PLACEABLE = {
 }
 
 
-def make_component(kind: str, uid: str) -> Component:
-    """Build an idle component of ``kind``; it is configured later by its setup message."""
+def component_path(kind: str) -> str:
+    """The class path of ``kind``'s component; :class:`ValueError` for an unknown kind."""
     try:
-        target = PLACEABLE[kind]
+        return PLACEABLE[kind]
     except KeyError:
         raise ValueError(f"unknown component kind {kind!r}; known: {sorted(PLACEABLE)}") from None
-    module_name, class_name = target.split(":")
-    cls = getattr(importlib.import_module(module_name), class_name)
-    component: Component = cls(uid)
-    return component

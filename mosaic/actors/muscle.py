@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from mosaic.actors.component import Component, handles
 from mosaic.actors.slots import slots_from_specs
 from mosaic.agents import Muscle, MuscleContext
-from mosaic.errors import MosaicError
-from mosaic.experiment.imports import import_object
+from mosaic.core.errors import MosaicError
+from mosaic.core.imports import import_object
+from mosaic.core.seeding import check_seed
 from mosaic.messages import (
     AgentUpdateRequest,
     AgentUpdateResponse,
@@ -26,7 +26,7 @@ from mosaic.messages import (
     MuscleUpdateResponse,
 )
 from mosaic.messages.names import AGENT_CONDUCTOR, SIMULATION_CONTROLLER
-from mosaic.seeding import check_seed
+from mosaic.runtime.component import Component, handles
 from mosaic.transport import RequestClient
 
 _NO_ACTIONS: dict[str, Any] = {}

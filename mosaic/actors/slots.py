@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from mosaic.agents.context import Slot
+from mosaic.core.spaces import space_from_dict
 from mosaic.messages import ActuatorSpec, SensorSpec
-from mosaic.spaces import space_from_dict
 
 
 def slots_from_specs(sensors: Iterable[SensorSpec], actuators: Iterable[ActuatorSpec]) -> dict[str, Slot]:

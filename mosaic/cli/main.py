@@ -54,7 +54,7 @@ def _configure_logging(verbose: int) -> None:
 
 
 def _load(path: str, store: str | None = None):  # type: ignore[no-untyped-def]
-    from mosaic.errors import ConfigError
+    from mosaic.core.errors import ConfigError
     from mosaic.experiment import load_experiment
 
     try:
@@ -86,7 +86,7 @@ def experiment_start(file: str, store: str | None, jobs: int, quiet: bool, verbo
     _configure_logging(verbose)
     experiment = _load(file, store)
     from mosaic.cli.report import ProgressLine, format_run_line, format_summary
-    from mosaic.errors import StoreError
+    from mosaic.core.errors import StoreError
     from mosaic.orchestration.executor import Executor
     from mosaic.store import StoreWriter
 
@@ -165,7 +165,7 @@ def _store_path(store: str | None, experiment: str | None) -> str:
 @click.option("--experiment", metavar="FILE", help="Find the results file from an experiment file.")
 def runs_list(store: str | None, experiment: str | None) -> None:
     """List the runs in a results store."""
-    from mosaic.errors import StoreError
+    from mosaic.core.errors import StoreError
     from mosaic.store import format_runs_table, open_store
 
     try:
@@ -182,7 +182,7 @@ def runs_list(store: str | None, experiment: str | None) -> None:
 @click.option("--experiment", metavar="FILE", help="Find the results file from an experiment file.")
 def runs_show(run: str, store: str | None, experiment: str | None) -> None:
     """Show one run (uid, unique prefix or id): transitions, episodes, steps."""
-    from mosaic.errors import StoreError
+    from mosaic.core.errors import StoreError
     from mosaic.store import format_run_detail, open_store
 
     try:
@@ -204,7 +204,7 @@ _PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True,
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def evaluate(args: tuple[str, ...]) -> None:
     """Script mode: seeded, headless evaluation of operators (FILE; --help for options)."""
-    from mosaic.operators.script_mode import main as script_main
+    from mosaic.operators.evaluation.script import main as script_main
 
     _python_signals()
     sys.exit(script_main(list(args)))
@@ -214,7 +214,7 @@ def evaluate(args: tuple[str, ...]) -> None:
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def manual(args: tuple[str, ...]) -> None:
     """Manual mode: step operators in lock-step in the terminal (FILE; --help for options)."""
-    from mosaic.operators.manual_mode import main as manual_main
+    from mosaic.operators.evaluation.manual import main as manual_main
 
     _python_signals()
     sys.exit(manual_main(list(args)))

@@ -7,8 +7,8 @@ import threading
 import time
 from typing import TextIO
 
+from mosaic.conductors.run_context import RunContext
 from mosaic.orchestration.executor import RunResult
-from mosaic.orchestration.run_context import RunContext
 
 #: Redraw the progress line at most this often (seconds).
 REDRAW_S = 0.2

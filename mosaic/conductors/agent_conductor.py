@@ -4,20 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from mosaic.actors.component import handles
 from mosaic.conductors.base import Conductor
 from mosaic.messages import (
+    ActuatorSpec,
     AgentConductorShutdownRequest,
     AgentConductorShutdownResponse,
     AgentSetupRequest,
     AgentSetupResponse,
-    ActuatorSpec,
     BrainSetupRequest,
     BrainSetupResponse,
     MuscleSetupRequest,
     MuscleSetupResponse,
     SensorSpec,
 )
+from mosaic.runtime.component import handles
 
 
 def _unique(specs: list[Any]) -> tuple[Any, ...]:

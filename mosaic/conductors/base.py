@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 import threading
 
-from mosaic.actors.component import Component
-from mosaic.actors.kinds import make_component
-from mosaic.actors.placement import Placed, PlacementKind, place
-from mosaic.orchestration.run_context import HOT_LOOP_KINDS, RunContext
-from mosaic.orchestration.shutdown_clock import ShutdownClock
+from mosaic.actors.kinds import component_path
+from mosaic.conductors.run_context import HOT_LOOP_KINDS, RunContext
+from mosaic.conductors.shutdown_clock import ShutdownClock
+from mosaic.runtime.component import Component
+from mosaic.runtime.placement import Placed, PlacementKind, place
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class Conductor(Component):
             placed = prelaunched.wait_bound(ctx.timeouts.setup, ctx.check)
         else:
             endpoint = ctx.endpoints.for_placement(uid, reachable_from_process or placement == "process")
-            placed = place(lambda: make_component(kind, uid), kind, uid, placement, endpoint,
+            placed = place(component_path(kind), kind, uid, placement, endpoint,
                            cpu=cpu, timeout=ctx.timeouts.setup, check=ctx.check,
                            heartbeat_timeout=ctx.timeouts.heartbeat, trust=ctx.trust)
         self._placed.append(placed)

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from mosaic.actors.placement import PlacementKind
 from mosaic.conductors.base import Conductor
-from mosaic.actors.component import handles
 from mosaic.messages import (
     EnvironmentConductorShutdownRequest,
     EnvironmentConductorShutdownResponse,
     EnvironmentSetupRequest,
     EnvironmentSetupResponse,
 )
+from mosaic.runtime.component import handles
+from mosaic.runtime.placement import PlacementKind
 
 
 class EnvironmentConductor(Conductor):

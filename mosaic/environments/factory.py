@@ -8,11 +8,11 @@ from typing import Any
 import gymnasium
 from pettingzoo import AECEnv, ParallelEnv
 
+from mosaic.core.errors import MosaicError
+from mosaic.core.imports import ImportPathError, import_module, import_object, resolve_env
 from mosaic.environments.adapter import EnvironmentAdapter
 from mosaic.environments.gymnasium_adapter import GymnasiumAdapter
 from mosaic.environments.pettingzoo_adapter import AECAdapter, ParallelAdapter
-from mosaic.errors import MosaicError
-from mosaic.experiment.imports import ImportPathError, import_module, import_object, resolve_env
 
 #: The params key that picks the PettingZoo API of a ``pettingzoo:`` module offering both.
 API_PARAM = "api"

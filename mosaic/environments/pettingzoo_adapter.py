@@ -13,8 +13,8 @@ from typing import Any
 import gymnasium
 from pettingzoo import AECEnv, ParallelEnv
 
+from mosaic.core.errors import MosaicError
 from mosaic.environments.adapter import EnvironmentAdapter, Outcome
-from mosaic.errors import MosaicError
 
 __all__ = ["AECAdapter", "ParallelAdapter", "action_mask"]
 

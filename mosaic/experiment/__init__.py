@@ -1,11 +1,11 @@
 """Experiment files: the YAML a user writes, validated into an :class:`Experiment`.
 
 :func:`load_experiment` reads a file and returns a frozen :class:`Experiment`, or raises
-:class:`~mosaic.errors.ConfigError` listing every problem found. :meth:`Experiment.run_config`
+:class:`~mosaic.core.errors.ConfigError` listing every problem found. :meth:`Experiment.run_config`
 gives each run its configuration as plain data.
 
-The names are loaded on first use: component processes import :mod:`mosaic.experiment.imports`
-to resolve class paths and must not pay for pydantic and the schema on start-up.
+The names are loaded on first use: a command must not pay for pydantic and the schema before
+it needs them.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mosaic.experiment.imports import ImportPathError, import_object
+    from mosaic.core.imports import ImportPathError, import_object
     from mosaic.experiment.loader import format_location, load_experiment
     from mosaic.experiment.schema import (
         AgentConfig,

@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from mosaic.errors import ConfigError
+from mosaic.core.errors import ConfigError
 from mosaic.experiment.schema import (
     PROBLEMS_ERROR,
     Experiment,
@@ -72,7 +72,7 @@ def load_experiment(
     ``<file stem>.sqlite`` next to the experiment file. ``curve_keys``, a relative path too,
     resolves against the experiment file's folder, and its keys are read and checked here.
 
-    Raises :class:`~mosaic.errors.ConfigError` for a file that is missing, unreadable, larger
+    Raises :class:`~mosaic.core.errors.ConfigError` for a file that is missing, unreadable, larger
     than :data:`MAX_FILE_BYTES`, not YAML text, nested deeper than :data:`MAX_DEPTH` or not a
     valid experiment, and for a results store path that cannot be a SQLite file (an existing
     file that is not one, or a path under a file). The error carries every problem found

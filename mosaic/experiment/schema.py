@@ -5,11 +5,11 @@ not an integer, ``1.5`` is not an integer, ``yes`` is not a string), except that
 accepted where a number of seconds is expected. Unknown keys are errors everywhere.
 
 Beyond types, validation imports what the file names (environments, brain and muscle classes,
-see :mod:`mosaic.experiment.imports`) and checks the references between sections (unique uids,
+see :mod:`mosaic.core.imports`) and checks the references between sections (unique uids,
 policy mappings, the tcp host). Problems found by these checks are raised as a pydantic error of
 type :data:`PROBLEMS_ERROR` whose context holds a tuple of :class:`Problem` under ``"problems"``,
 each with its key path relative to where the error is reported; :mod:`mosaic.experiment.loader`
-turns them into :class:`~mosaic.errors.ConfigError` lines.
+turns them into :class:`~mosaic.core.errors.ConfigError` lines.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from pydantic_core import PydanticCustomError
 
 from mosaic.agents import Brain, Mode, Muscle
-from mosaic.experiment.imports import (
+from mosaic.core.imports import (
     EnvKind,
     ImportPathError,
     import_object,
@@ -678,7 +678,7 @@ class Experiment(ExperimentFile):
 
         Each environment is ``{"uid", "env", "kind", "params", "placement", "policy_mapping"}``:
         ``kind`` is ``"gymnasium"``, ``"pettingzoo"`` or ``"import"`` (see
-        :func:`~mosaic.experiment.imports.parse_env_reference`), ``placement`` is resolved
+        :func:`~mosaic.core.imports.parse_env_reference`), ``placement`` is resolved
         (``"thread"`` or ``"process"``), and ``policy_mapping`` is the file's mapping, or ``None``
         when the file has none, which happens only with exactly one agent and means "every env
         agent id maps to that agent" (its uid is also given as ``default_agent``).

@@ -16,7 +16,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple, Union
 
-from mosaic.errors import MessageFieldError, UnknownMessageType
+from mosaic.core.errors import MessageFieldError, UnknownMessageType
 
 __all__ = ["Message", "Notice", "Record", "Request", "Response", "lookup", "registered"]
 
@@ -106,7 +106,7 @@ class Notice(Message, abstract=True):
 def lookup(tag: str) -> type[Message | Record]:
     """Return the message or record class registered under ``tag``.
 
-    Raises :class:`~mosaic.errors.UnknownMessageType` when no class has that tag.
+    Raises :class:`~mosaic.core.errors.UnknownMessageType` when no class has that tag.
     """
     try:
         return _REGISTRY[tag]  # type: ignore[return-value]

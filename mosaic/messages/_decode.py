@@ -14,12 +14,11 @@ from typing import Any, Literal, cast
 import msgpack
 import numpy as np
 
-from mosaic.errors import CodecError, FrameTooLarge, MalformedFrame, UnknownMessageType
+from mosaic.core.errors import CodecError, FrameTooLarge, MalformedFrame, UnknownMessageType
 from mosaic.messages._base import _SCHEMAS, _Typed, lookup, schema
 from mosaic.messages._dtypes import plain_dtype, spec_dtype
 from mosaic.messages._wire import (
     EXT_BIGINT,
-    MAX_BIGINT_BYTES,
     EXT_NDARRAY,
     EXT_SCALAR,
     HEAD_OBJECT_ARRAY,
@@ -29,6 +28,7 @@ from mosaic.messages._wire import (
     HEAD_TYPED,
     HEADER_CACHE_SIZE,
     HEADS,
+    MAX_BIGINT_BYTES,
     MAX_NDIM,
     SHAPE_STRUCTS,
 )

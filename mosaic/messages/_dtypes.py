@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from mosaic.errors import CodecError, MalformedFrame
+from mosaic.core.errors import CodecError, MalformedFrame
 
 # Kinds whose raw bytes are the value: bool, ints, uints, floats, complex, datetime, timedelta,
 # unicode, bytes and void. Object ('O') and NumPy's variable-width strings ('T') hold pointers.

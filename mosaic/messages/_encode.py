@@ -14,12 +14,11 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from mosaic.errors import CodecError
+from mosaic.core.errors import CodecError
 from mosaic.messages._base import _REGISTRY, _Typed, schema
 from mosaic.messages._dtypes import dtype_descr, dtype_spec
 from mosaic.messages._wire import (
     EXT_BIGINT,
-    MAX_BIGINT_BYTES,
     EXT_NDARRAY,
     EXT_SCALAR,
     HEAD_OBJECT_ARRAY,
@@ -28,6 +27,7 @@ from mosaic.messages._wire import (
     HEAD_TUPLE,
     HEAD_TYPED,
     HEADER_CACHE_SIZE,
+    MAX_BIGINT_BYTES,
     SHAPE_STRUCTS,
 )
 

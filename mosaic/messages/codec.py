@@ -5,12 +5,12 @@
 as dict keys), ``dict`` with any hashable keys, NumPy arrays of any dtype and shape, every NumPy
 scalar type, and registered :class:`~mosaic.messages.Record` and
 :class:`~mosaic.messages.Message` instances nested anywhere. ``bytearray`` and ``memoryview``
-are sent as ``bytes``. Anything else raises :class:`~mosaic.errors.CodecError`. Pickle is never
+are sent as ``bytes``. Anything else raises :class:`~mosaic.core.errors.CodecError`. Pickle is never
 used: decoding a frame never runs code named by the frame.
 
 :func:`encode_message` / :func:`decode_message` wrap one message in the envelope
 ``[PROTOCOL_VERSION, correlation_id, tag, {field: value}]``. Decoding arbitrary bytes raises only
-subclasses of :class:`~mosaic.errors.CodecError`.
+subclasses of :class:`~mosaic.core.errors.CodecError`.
 
 Non-native values use msgpack extension types. Flat values (big ints, plain NumPy arrays and
 scalars) are one extension whose payload holds the raw bytes. Containers (tuples, records, object
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mosaic.errors import (
+from mosaic.core.errors import (
     CodecError,
     MalformedFrame,
     ProtocolVersionMismatch,
@@ -61,7 +61,7 @@ def pack(obj: Any) -> bytes:
     """Encode ``obj`` as msgpack bytes that :func:`unpack` turns back into an equal value.
 
     Types are preserved exactly (see the module docstring). Raises
-    :class:`~mosaic.errors.CodecError` naming the type of a value that cannot be encoded, or when
+    :class:`~mosaic.core.errors.CodecError` naming the type of a value that cannot be encoded, or when
     containers nest deeper than msgpack's limit (about 1000 levels). Thread-safe.
     """
     return encode_value(obj)
@@ -74,7 +74,7 @@ def encode_message(message: Message, correlation_id: int = 0) -> bytes:
     """Encode ``message`` in the envelope ``[PROTOCOL_VERSION, correlation_id, tag, fields]``.
 
     ``correlation_id`` pairs a response with its request: an int in ``[0, 2**64)``. Raises
-    :class:`~mosaic.errors.CodecError` if ``message`` is not a registered message, the id is out
+    :class:`~mosaic.core.errors.CodecError` if ``message`` is not a registered message, the id is out
     of range, or a field holds a value :func:`pack` cannot encode. Thread-safe.
     """
     kind = type(message)
@@ -93,9 +93,9 @@ def encode_message(message: Message, correlation_id: int = 0) -> bytes:
 def unpack(data: BytesLike, *, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> Any:
     """Decode bytes made by :func:`pack`.
 
-    Raises :class:`~mosaic.errors.FrameTooLarge` if ``data`` is longer than ``max_bytes`` (before
-    parsing), :class:`~mosaic.errors.MalformedFrame` for anything that is not a valid encoding,
-    and :class:`~mosaic.errors.UnknownMessageType` / :class:`~mosaic.errors.MessageFieldError`
+    Raises :class:`~mosaic.core.errors.FrameTooLarge` if ``data`` is longer than ``max_bytes`` (before
+    parsing), :class:`~mosaic.core.errors.MalformedFrame` for anything that is not a valid encoding,
+    and :class:`~mosaic.core.errors.UnknownMessageType` / :class:`~mosaic.core.errors.MessageFieldError`
     for a nested record this side does not know or whose fields do not fit. Nothing else.
     Decoded arrays are writable and own their memory. Thread-safe.
     """
@@ -110,12 +110,12 @@ def decode_message(
     ``frame`` may be any bytes-like object (``bytes``, ``memoryview``, a ZeroMQ frame). Raises
     exactly one of these, and nothing else, whatever the bytes:
 
-    - :class:`~mosaic.errors.FrameTooLarge`: longer than ``max_bytes``, checked before parsing;
-    - :class:`~mosaic.errors.MalformedFrame`: not msgpack, trailing bytes, not an envelope, a
+    - :class:`~mosaic.core.errors.FrameTooLarge`: longer than ``max_bytes``, checked before parsing;
+    - :class:`~mosaic.core.errors.MalformedFrame`: not msgpack, trailing bytes, not an envelope, a
       correlation id outside ``[0, 2**64)``, bad extension payloads;
-    - :class:`~mosaic.errors.ProtocolVersionMismatch`;
-    - :class:`~mosaic.errors.UnknownMessageType`: a type tag this side has not registered;
-    - :class:`~mosaic.errors.MessageFieldError`: missing, unknown or mistyped fields, named in
+    - :class:`~mosaic.core.errors.ProtocolVersionMismatch`;
+    - :class:`~mosaic.core.errors.UnknownMessageType`: a type tag this side has not registered;
+    - :class:`~mosaic.core.errors.MessageFieldError`: missing, unknown or mistyped fields, named in
       the error message.
 
     Thread-safe.

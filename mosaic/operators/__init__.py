@@ -20,16 +20,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mosaic.operators.config import OPERATOR_TYPES, OperatorConfig, WorkerAssignment
-    from mosaic.operators.handle import (
-        MultiAgentOperatorHandle,
-        OperatorProcessHandle,
-        WorkerReplyError,
+    from mosaic.agents.policies import (
+        MLPPolicy,
+        PolicyFileError,
+        QTablePolicy,
+        load_policy,
+        save_mlp,
+        save_q_table,
     )
-    from mosaic.operators.launcher import OperatorLauncher
-    from mosaic.operators.manual_mode import ManualSession, run_manual
-    from mosaic.operators.muscle import OperatorError, OperatorMuscle
-    from mosaic.operators.operator import (
+    from mosaic.operators.api.config import OPERATOR_TYPES, OperatorConfig, WorkerAssignment
+    from mosaic.operators.api.operator import (
         ActorDescriptor,
         EpisodeSummary,
         Operator,
@@ -39,39 +39,40 @@ if TYPE_CHECKING:
         StepSnapshot,
         WorkerOperator,
     )
-    from mosaic.operators.policies import (
-        MLPPolicy,
-        PolicyFileError,
-        QTablePolicy,
-        load_policy,
-        save_mlp,
-        save_q_table,
-    )
-    from mosaic.operators.script_mode import ScriptResult, run_script
-    from mosaic.operators.script_schema import EvaluationConfig, load_evaluation
-    from mosaic.operators.services import (
-        ActorService,
-        MultiOperatorService,
-        OperatorService,
-        PolicyMappingService,
-    )
+    from mosaic.operators.api.services import ActorService, OperatorService, PolicyMappingService
+    from mosaic.operators.driver.handle import OperatorProcessHandle, WorkerReplyError
+    from mosaic.operators.driver.launcher import OperatorLauncher
+    from mosaic.operators.driver.multi_handle import MultiAgentOperatorHandle
+    from mosaic.operators.driver.multi_operator import MultiOperatorService
+    from mosaic.operators.evaluation.manual import ManualSession, run_manual
+    from mosaic.operators.evaluation.schema import EvaluationConfig, load_evaluation
+    from mosaic.operators.evaluation.script import ScriptResult, run_script
+    from mosaic.operators.muscle import OperatorError, OperatorMuscle
 
 _HOMES = {
-    **{name: "operator" for name in ("ActorDescriptor", "EpisodeSummary", "Operator",
-                                     "PassiveOperator", "RandomOperator", "ScriptedOperator",
-                                     "StepSnapshot", "WorkerOperator")},
-    **{name: "config" for name in ("OPERATOR_TYPES", "OperatorConfig", "WorkerAssignment")},
-    **{name: "handle" for name in ("MultiAgentOperatorHandle", "OperatorProcessHandle",
-                                   "WorkerReplyError")},
-    "OperatorLauncher": "launcher",
-    **{name: "services" for name in ("ActorService", "MultiOperatorService", "OperatorService",
-                                     "PolicyMappingService")},
-    **{name: "policies" for name in ("MLPPolicy", "PolicyFileError", "QTablePolicy",
-                                     "load_policy", "save_mlp", "save_q_table")},
-    "OperatorError": "muscle", "OperatorMuscle": "muscle",
-    "ScriptResult": "script_mode", "run_script": "script_mode",
-    "EvaluationConfig": "script_schema", "load_evaluation": "script_schema",
-    "ManualSession": "manual_mode", "run_manual": "manual_mode",
+    **{name: "mosaic.operators.api.operator"
+       for name in ("ActorDescriptor", "EpisodeSummary", "Operator", "PassiveOperator",
+                    "RandomOperator", "ScriptedOperator", "StepSnapshot", "WorkerOperator")},
+    **{name: "mosaic.operators.api.config"
+       for name in ("OPERATOR_TYPES", "OperatorConfig", "WorkerAssignment")},
+    **{name: "mosaic.operators.api.services"
+       for name in ("ActorService", "OperatorService", "PolicyMappingService")},
+    "MultiOperatorService": "mosaic.operators.driver.multi_operator",
+    "OperatorError": "mosaic.operators.muscle",
+    "OperatorMuscle": "mosaic.operators.muscle",
+    "OperatorProcessHandle": "mosaic.operators.driver.handle",
+    "WorkerReplyError": "mosaic.operators.driver.handle",
+    "MultiAgentOperatorHandle": "mosaic.operators.driver.multi_handle",
+    "OperatorLauncher": "mosaic.operators.driver.launcher",
+    **{name: "mosaic.agents.policies"
+       for name in ("MLPPolicy", "PolicyFileError", "QTablePolicy", "load_policy", "save_mlp",
+                    "save_q_table")},
+    "ScriptResult": "mosaic.operators.evaluation.script",
+    "run_script": "mosaic.operators.evaluation.script",
+    "EvaluationConfig": "mosaic.operators.evaluation.schema",
+    "load_evaluation": "mosaic.operators.evaluation.schema",
+    "ManualSession": "mosaic.operators.evaluation.manual",
+    "run_manual": "mosaic.operators.evaluation.manual",
 }
 
 __all__ = [
@@ -115,7 +116,7 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'mosaic.operators' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"mosaic.operators.{home}"), name)
+    value = getattr(importlib.import_module(home), name)
     globals()[name] = value
     return value
 

@@ -24,7 +24,7 @@ set.
 
 *As a worker subprocess*, with ``type`` (``llm``, ``random``, ``rl``, ``scripted``, ``passive``,
 ``human`` or ``command``): ``settings`` are the worker's options (the table in
-:mod:`mosaic.operators.launcher`), ``command`` the argv of a ``command`` worker, and ``task``
+:mod:`mosaic.operators.driver.launcher`), ``command`` the argv of a ``command`` worker, and ``task``
 (e.g. ``FrozenLake-v1``) and ``env_name`` name the game to the worker (the LLM worker puts them in
 its prompt; ``env_name`` defaults to the environment's uid). The worker is started by
 :class:`~mosaic.operators.OperatorLauncher` in :meth:`OperatorMuscle.setup` and receives
@@ -61,19 +61,19 @@ import numpy as np
 from gymnasium import spaces
 
 from mosaic.agents import Muscle, MuscleContext, Slot
-from mosaic.errors import MosaicError
-from mosaic.operators.config import OPERATOR_TYPES, OperatorConfig
-from mosaic.operators.handle import OperatorProcessHandle
-from mosaic.operators.launcher import OperatorLauncher
-from mosaic.operators.operator import (
-    NamedOperator,
+from mosaic.core.errors import MosaicError
+from mosaic.operators.api.config import OPERATOR_TYPES, OperatorConfig
+from mosaic.operators.api.operator import (
     EpisodeSummary,
+    NamedOperator,
     Operator,
     PassiveOperator,
     RandomOperator,
     ScriptedOperator,
 )
-from mosaic.operators.runtime import noop_action
+from mosaic.operators.driver.handle import OperatorProcessHandle
+from mosaic.operators.driver.launcher import OperatorLauncher
+from mosaic.operators.worker.runtime import noop_action
 
 __all__ = [
     "BUILTIN_OPERATORS",
@@ -295,7 +295,7 @@ class OperatorMuscle(Muscle):
     operator, waiting at most ``timeout`` seconds for a worker; ``None`` becomes
     ``params.noop_action`` if given, else the space's no-op (for a ``Discrete`` space its start,
     0, or the first legal action when 0 is not legal; zeros for ``Box``; see
-    :func:`mosaic.operators.runtime.noop_action`). ``feedback`` forwards to ``on_step_result``
+    :func:`mosaic.operators.worker.runtime.noop_action`). ``feedback`` forwards to ``on_step_result``
     and, when the episode ended, to the optional ``on_episode_end`` hook; it returns no experience.
     ``teardown`` stops every worker, each within ``stop_timeout`` (stop command, EOF, SIGTERM,
     SIGKILL), and never raises. Every operator failure raises :class:`OperatorError`.
@@ -471,7 +471,7 @@ class OperatorMuscle(Muscle):
 
 
 def _make_in_process(spec: _Spec, operator_id: str, slot: Slot, seed: int) -> Any:
-    from mosaic.experiment.imports import import_object
+    from mosaic.core.imports import import_object
 
     if spec.target == "random":
         return RandomOperator(slot.action_space, seed, operator_id=operator_id, name=spec.name)

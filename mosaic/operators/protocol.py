@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from mosaic.errors import CodecError
+from mosaic.core.errors import CodecError
 
 __all__ = [
     "CMD_INIT_AGENT",

@@ -15,11 +15,16 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from mosaic.actors.bootstrap import Bootstrap, named_strings
-from mosaic.actors.placement import ThreadPlaced, kill_all_processes
-from mosaic.affinity import available_cpus, choose_cpu, pin_thread
-from mosaic.checkpoints import CheckpointError, checkpoint_path, checkpoint_root, find_checkpoint
-from mosaic.errors import MosaicError
+from mosaic.conductors.run_context import RunContext, Timeouts
+from mosaic.core.affinity import available_cpus, choose_cpu, pin_thread
+from mosaic.core.checkpoints import (
+    CheckpointError,
+    checkpoint_path,
+    checkpoint_root,
+    find_checkpoint,
+)
+from mosaic.core.errors import MosaicError
+from mosaic.core.seeding import phase_seed
 from mosaic.messages import (
     ExperimentRunFinishedNotice,
     ExperimentRunShutdownRequest,
@@ -28,9 +33,9 @@ from mosaic.messages import (
     ExperimentStartResponse,
     names,
 )
-from mosaic.orchestration.run_context import RunContext, Timeouts
 from mosaic.orchestration.run_governor import RunGovernor
-from mosaic.seeding import phase_seed
+from mosaic.runtime.bootstrap import Bootstrap, named_strings
+from mosaic.runtime.placement import ThreadPlaced, kill_all_processes
 from mosaic.transport import (
     Credentials,
     EndpointAllocator,
@@ -99,7 +104,7 @@ class Executor:
         self._lock = threading.Lock()
         self._signals = 0
         self._keys: CurveKeys | None = None
-        #: The CPU of the step loop (of the first run, with several jobs; see mosaic.affinity).
+        #: The CPU of the step loop (of the first run, with several jobs; see mosaic.core.affinity).
         self.hot_cpu = choose_cpu(experiment.cpu_affinity)
         if jobs == 1:
             # The I/O threads are the process's: they can follow one step loop only.

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import logging
 
-from mosaic.actors.component import Component, handles
-from mosaic.actors.placement import Placed, ThreadPlaced
 from mosaic.conductors.agent_conductor import AgentConductor
 from mosaic.conductors.environment_conductor import EnvironmentConductor
-from mosaic.errors import MosaicError, RunCancelled
+from mosaic.conductors.run_context import RunContext
+from mosaic.core.errors import MosaicError, RunCancelled
 from mosaic.messages import (
     ExperimentRunFinishedNotice,
     ExperimentRunShutdownRequest,
@@ -20,11 +19,12 @@ from mosaic.messages import (
     SimulationStartResponse,
     SimulationStopRequest,
     SimulationStopResponse,
+    names,
 )
-from mosaic.messages import names
-from mosaic.orchestration.run_context import RunContext
 from mosaic.orchestration.simulation_controller import SimulationController, describe
 from mosaic.orchestration.state_machine import RunState, RunStateMachine, Transition
+from mosaic.runtime.component import Component, handles
+from mosaic.runtime.placement import Placed, ThreadPlaced
 from mosaic.transport import RequestClient
 
 log = logging.getLogger(__name__)

@@ -8,8 +8,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from mosaic.actors.component import Component, handles
-from mosaic.errors import MosaicError, RemoteError, RequestTimeout, RunCancelled
+from mosaic.conductors.run_context import RunContext
+from mosaic.conductors.shutdown_clock import ShutdownClock
+from mosaic.core.errors import MosaicError, RemoteError, RequestTimeout, RunCancelled
+from mosaic.core.seeding import brain_seed, environment_seed, episode_seed, muscle_seed
 from mosaic.messages import (
     ActuatorSpec,
     AgentConductorShutdownRequest,
@@ -40,13 +42,11 @@ from mosaic.messages import (
     SimulationStartResponse,
     SimulationStopRequest,
     SimulationStopResponse,
+    names,
 )
-from mosaic.messages import names
 from mosaic.messages.codec import pack
-from mosaic.orchestration.run_context import RunContext
-from mosaic.orchestration.shutdown_clock import ShutdownClock
 from mosaic.orchestration.termination import Termination
-from mosaic.seeding import brain_seed, environment_seed, episode_seed, muscle_seed
+from mosaic.runtime.component import Component, handles
 from mosaic.transport import RequestClient
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mosaic.errors import IllegalTransition
+from mosaic.core.errors import IllegalTransition
 
 
 class RunState(enum.Enum):

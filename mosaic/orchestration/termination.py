@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mosaic.errors import MosaicError
-from mosaic.orchestration.run_context import Progress
+from mosaic.conductors.run_context import Progress
+from mosaic.core.errors import MosaicError
 
 
 @dataclass
@@ -33,7 +33,7 @@ class Termination:
             return cls()
         condition = None
         if config.get("condition"):
-            from mosaic.experiment.imports import import_object
+            from mosaic.core.imports import import_object
 
             condition = import_object(config["condition"])
         window = int(config.get("window") or 100)

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mosaic.lifeline import process_exists
+from mosaic.core.lifeline import process_exists
 
 # A running run on another host whose heartbeat is older than this (seconds) is interrupted.
 STALE_AFTER = 300.0

@@ -20,7 +20,7 @@ from typing import Any, Self
 
 import sqlalchemy as sa
 
-from mosaic.errors import StoreError
+from mosaic.core.errors import StoreError
 from mosaic.store import schema
 from mosaic.store._format import format_run_detail, format_runs_table
 from mosaic.store._liveness import STALE_AFTER, run_status

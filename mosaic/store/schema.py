@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from mosaic.errors import StoreError
+from mosaic.core.errors import StoreError
 
 __all__ = [
     "FINAL_STATUSES",

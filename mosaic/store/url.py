@@ -20,7 +20,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from mosaic.errors import StoreError
+from mosaic.core.errors import StoreError
 
 __all__ = ["StoreLocation", "locate", "open_engine"]
 

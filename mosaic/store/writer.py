@@ -25,7 +25,7 @@ from typing import Any, Self, TypeVar
 
 import sqlalchemy as sa
 
-from mosaic.errors import StoreError
+from mosaic.core.errors import StoreError
 from mosaic.store import schema
 from mosaic.store._batch import (
     CALL,

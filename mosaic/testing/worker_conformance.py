@@ -28,10 +28,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mosaic.errors import MosaicError, WorkerError
+from mosaic.core.errors import MosaicError, WorkerError
 from mosaic.operators import protocol as p
-from mosaic.operators.handle import OperatorProcessHandle
-from mosaic.operators.launcher import OperatorLauncher
+from mosaic.operators.driver.handle import OperatorProcessHandle
+from mosaic.operators.driver.launcher import OperatorLauncher
 
 __all__ = ["CheckResult", "ConformanceReport", "assert_conformant", "check_worker", "main"]
 

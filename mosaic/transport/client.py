@@ -9,7 +9,7 @@ from typing import TypeVar
 
 import zmq
 
-from mosaic.errors import CodecError, RemoteError, RequestTimeout, TransportError
+from mosaic.core.errors import CodecError, RemoteError, RequestTimeout, TransportError
 from mosaic.messages import ErrorResponse, Notice, Request, Response
 from mosaic.messages.codec import DEFAULT_MAX_FRAME_BYTES, decode_message, encode_message
 from mosaic.transport.context import context

@@ -17,7 +17,7 @@ def pin_io_threads(cpu: int | None) -> None:
     """Run this process's ZeroMQ I/O threads on ``cpu``; takes effect if no socket exists yet.
 
     ipc and tcp messages pass through the I/O threads, so they belong with the step loop's
-    threads (see :mod:`mosaic.affinity`).
+    threads (see :mod:`mosaic.core.affinity`).
     """
     global _io_cpu
     _io_cpu = cpu

@@ -1,7 +1,7 @@
 """The secrets of one run: what a peer must prove it holds before a byte of it is read.
 
 Every run gets fresh credentials when it starts. They live in memory only: component processes
-receive them through an inherited pipe (see :mod:`mosaic.actors.bootstrap`), never through a
+receive them through an inherited pipe (see :mod:`mosaic.runtime.bootstrap`), never through a
 file, the command line or the environment, where other processes could read them.
 
 * Over **ipc** a client proves it holds the run's *token* in ZeroMQ's PLAIN handshake. The
@@ -23,7 +23,7 @@ from typing import Any
 import msgpack
 import zmq
 
-from mosaic.errors import TransportError
+from mosaic.core.errors import TransportError
 from mosaic.transport.keys import CurveKeys
 
 __all__ = ["PLAIN_USER", "Credentials"]

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Literal
 
-from mosaic.lifeline import process_exists
+from mosaic.core.lifeline import process_exists
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ import zmq
 import zmq.auth
 import zmq.utils.z85
 
-from mosaic.errors import MosaicError
+from mosaic.core.errors import MosaicError
 
 __all__ = ["CurveKeys", "KeyFileError", "generate_keys", "key_files", "load_keys"]
 

@@ -24,7 +24,7 @@ import zmq
 import zmq.utils.z85
 from zmq.auth.thread import ThreadAuthenticator
 
-from mosaic.errors import TransportError
+from mosaic.core.errors import TransportError
 from mosaic.transport.context import context
 from mosaic.transport.credentials import PLAIN_USER, Credentials
 

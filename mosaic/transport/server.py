@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from mosaic.errors import CodecError
-from mosaic.log_limit import LogLimiter
+from mosaic.core.errors import CodecError
+from mosaic.core.log_limit import LogLimiter
 from mosaic.messages import ErrorResponse, Message, Response
 from mosaic.messages.codec import DEFAULT_MAX_FRAME_BYTES, decode_message, encode_message
 from mosaic.transport.context import context
@@ -43,7 +43,7 @@ class RequestServer:
     Malformed frames (wrong frame count, bad msgpack, unknown types, wrong fields, wrong protocol
     version, oversized) are logged and rejected with an :class:`ErrorResponse` where the sender can
     be identified; they never raise out of :meth:`receive`, so the owning actor keeps running.
-    A flood of them is logged in part, then summarised (:class:`~mosaic.log_limit.LogLimiter`).
+    A flood of them is logged in part, then summarised (:class:`~mosaic.core.log_limit.LogLimiter`).
     Frames above ``max_frame_bytes`` are also dropped by ZeroMQ itself (``MAXMSGSIZE``).
 
     On ipc and tcp only peers that prove ``credentials`` at the handshake are heard at all (see
@@ -57,7 +57,7 @@ class RequestServer:
         self.name = name
         self.max_frame_bytes = max_frame_bytes
         self.rejected = 0
-        # A flood of garbage must not become a flood of log lines (see mosaic.log_limit).
+        # A flood of garbage must not become a flood of log lines (see mosaic.core.log_limit).
         self._log_limit = LogLimiter(log, name, "malformed messages rejected")
         self._refusals = LogLimiter(log, name, "unauthenticated peers refused",
                                     level=logging.WARNING)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mosaic import affinity
+from mosaic.core import affinity
 from mosaic.experiment.schema import ExperimentFile
 from tests.e2e.cli import cartpole, query, run_mosaic, write_experiment
 
@@ -45,7 +45,7 @@ def test_the_default_is_not_to_pin() -> None:
 
 def test_a_cpu_that_is_not_available_is_not_used(caplog: pytest.LogCaptureFixture) -> None:
     missing = max(affinity.available_cpus()) + 1
-    with caplog.at_level(logging.WARNING, logger="mosaic.affinity"):
+    with caplog.at_level(logging.WARNING, logger="mosaic.core.affinity"):
         assert affinity.choose_cpu(missing) is None
     assert f"cpu_affinity {missing} is not available" in caplog.text
 
@@ -81,7 +81,7 @@ def test_a_process_pinned_to_one_cpu_is_unpinned_for_its_exit() -> None:
     child = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(f"""
             import sys, threading, time
-            from mosaic.affinity import pin_current_thread
+            from mosaic.core.affinity import pin_current_thread
             pin_current_thread({cpu})
             threading.Thread(target=time.sleep, args=(30,), daemon=True).start()  # inherits it
             print("pinned", flush=True)

@@ -8,11 +8,14 @@ import time
 
 import pytest
 
-from mosaic.actors import heartbeat
-from mosaic.actors.bootstrap import Bootstrap
-from mosaic.actors.heartbeat import INTERVAL_S, HeartbeatMonitor, start_beating
-from mosaic.actors.placement import ProcessPlaced
+from mosaic.actors.kinds import component_path
+from mosaic.runtime import heartbeat
+from mosaic.runtime.bootstrap import Bootstrap
+from mosaic.runtime.heartbeat import INTERVAL_S, HeartbeatMonitor, start_beating
+from mosaic.runtime.placement import ProcessPlaced
 from mosaic.transport import Credentials
+
+ENVIRONMENT = component_path("environment")
 
 
 def wait_for(predicate, timeout: float) -> float:
@@ -72,7 +75,7 @@ def test_a_beating_thread_beats_until_nobody_reads():
 
 @pytest.fixture
 def environment_process(tmp_path, process_tag):
-    placed = ProcessPlaced("environment", "env", f"ipc://{tmp_path}/env", heartbeat_timeout=1.0,
+    placed = ProcessPlaced("environment", "env", f"ipc://{tmp_path}/env", component=ENVIRONMENT, heartbeat_timeout=1.0,
                            trust=Bootstrap(Credentials.fresh(), None)).wait_bound(30)
     yield placed
     if placed.alive():

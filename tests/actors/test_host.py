@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from mosaic.actors.bootstrap import Bootstrap
 from mosaic.actors.environment import EnvironmentActor
-from mosaic.actors.placement import ProcessPlaced, ThreadPlaced
-from mosaic.errors import RemoteError
+from mosaic.actors.kinds import component_path
+from mosaic.core.errors import RemoteError
 from mosaic.messages import (
     EnvironmentResetRequest,
     EnvironmentResetResponse,
@@ -21,7 +20,11 @@ from mosaic.messages import (
     PongResponse,
 )
 from mosaic.messages.names import SIMULATION_CONTROLLER
+from mosaic.runtime.bootstrap import Bootstrap
+from mosaic.runtime.placement import ProcessPlaced, ThreadPlaced
 from mosaic.transport import Credentials, RequestClient
+
+ENVIRONMENT = component_path("environment")
 
 CREDENTIALS = Credentials.fresh()
 
@@ -33,7 +36,7 @@ def environment(request, tmp_path, process_tag):
     if request.param == "thread":
         placed = ThreadPlaced(EnvironmentActor("env"), "environment", f"inproc://host-{id(request)}")
     else:
-        placed = ProcessPlaced("environment", "env", f"ipc://{tmp_path}/env",
+        placed = ProcessPlaced("environment", "env", f"ipc://{tmp_path}/env", component=ENVIRONMENT,
                                trust=Bootstrap(CREDENTIALS, None)).wait_bound(30)
     client = RequestClient(placed.endpoint, peer="env", credentials=CREDENTIALS,
                            sender=SIMULATION_CONTROLLER)
@@ -73,7 +76,8 @@ def test_failures_are_answered_and_the_actor_keeps_running(environment):
 
 
 def test_a_process_that_cannot_start_reports_why(tmp_path, process_tag):
-    placed = ProcessPlaced("no-such-kind", "x", f"ipc://{tmp_path}/x")
-    with pytest.raises(Exception, match="unknown component kind"):
+    placed = ProcessPlaced("environment", "x", f"ipc://{tmp_path}/x",
+                           component="mosaic.actors.environment:NoSuchActor")
+    with pytest.raises(Exception, match="is not a component class"):
         placed.wait_bound(30)
     assert not placed.alive()

@@ -23,12 +23,12 @@ import numpy as np
 import pytest
 
 from mosaic.actors.brain import BrainActor
-from mosaic.actors.component import Component
 from mosaic.actors.environment import EnvironmentActor
 from mosaic.actors.muscle import MuscleActor
-from mosaic.actors.placement import ThreadPlaced
 from mosaic.conductors.agent_conductor import AgentConductor
 from mosaic.conductors.environment_conductor import EnvironmentConductor
+from mosaic.conductors.run_context import RunContext
+from mosaic.core.spaces import space_to_dict
 from mosaic.messages import (
     ActuatorSpec,
     AgentConductorShutdownRequest,
@@ -59,10 +59,10 @@ from mosaic.messages import (
     SimulationStopResponse,
 )
 from mosaic.messages.names import AGENT_CONDUCTOR, SIMULATION_CONTROLLER
-from mosaic.orchestration.run_context import RunContext
 from mosaic.orchestration.run_governor import RunGovernor
 from mosaic.orchestration.simulation_controller import SimulationController
-from mosaic.spaces import space_to_dict
+from mosaic.runtime.component import Component
+from mosaic.runtime.placement import ThreadPlaced
 from mosaic.transport import EndpointAllocator, RequestClient
 from tests.hostile import hostile_messages, send_and_collect
 

@@ -14,12 +14,11 @@ from pathlib import Path
 import gymnasium
 import pytest
 
-from mosaic.actors.bootstrap import Bootstrap, named_strings, read, write
 from mosaic.actors.brain import BrainActor
 from mosaic.actors.environment import EnvironmentActor
-from mosaic.actors.placement import ThreadPlaced
-from mosaic.errors import RemoteError
-from mosaic.experiment.imports import ImportPathError, allow_only, import_object
+from mosaic.core.errors import RemoteError
+from mosaic.core.imports import ImportPathError, allow_only, import_object
+from mosaic.core.spaces import space_to_dict
 from mosaic.messages import (
     ActuatorSpec,
     BrainSetupRequest,
@@ -33,7 +32,8 @@ from mosaic.messages import (
     SensorSpec,
 )
 from mosaic.messages.names import AGENT_CONDUCTOR, SIMULATION_CONTROLLER
-from mosaic.spaces import space_to_dict
+from mosaic.runtime.bootstrap import Bootstrap, named_strings, read, write
+from mosaic.runtime.placement import ThreadPlaced
 from mosaic.transport import Credentials, RequestClient
 from mosaic.transport.endpoints import remove_stale_folders
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mosaic.agents.learners import MLP, Adam, log_softmax, softmax, softmax_policy_loss
-from mosaic.operators.policies import load_policy, save_mlp
+from mosaic.agents.policies import load_policy, save_mlp
 
 pytestmark = pytest.mark.timeout(30)
 

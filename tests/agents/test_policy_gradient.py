@@ -12,9 +12,9 @@ from gymnasium import spaces
 
 from mosaic.agents import BrainContext, MuscleContext, RandomMuscle, Slot
 from mosaic.agents.learners import Harness, PolicyGradientBrain, PolicyGradientMuscle
-from mosaic.errors import MosaicError
+from mosaic.agents.policies import MLPPolicy, load_policy
+from mosaic.core.errors import MosaicError
 from mosaic.messages.codec import pack, unpack
-from mosaic.operators.policies import MLPPolicy, load_policy
 from tests.agents.recording import Recording, Refusing
 
 pytestmark = pytest.mark.timeout(90)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mosaic.agents import RandomMuscle
-from mosaic.errors import MosaicError
+from mosaic.core.errors import MosaicError
 from mosaic.messages.codec import unpack
 from tests.e2e.cli import REPO, query, run_mosaic, write_experiment
 

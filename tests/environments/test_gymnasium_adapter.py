@@ -10,8 +10,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from gymnasium.utils.env_match import check_environments_match
 
+from mosaic.core.errors import MosaicError
 from mosaic.environments import GYMNASIUM_SLOT, GymnasiumAdapter, Outcome, make_environment
-from mosaic.errors import MosaicError
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -12,6 +12,7 @@ from gymnasium import spaces
 from gymnasium.utils import seeding
 from pettingzoo import AECEnv, ParallelEnv
 
+from mosaic.core.errors import MosaicError
 from mosaic.environments import (
     AECAdapter,
     EnvironmentAdapter,
@@ -20,7 +21,6 @@ from mosaic.environments import (
     action_mask,
     make_environment,
 )
-from mosaic.errors import MosaicError
 
 pytestmark = [
     pytest.mark.timeout(60),

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mosaic.errors import ConfigError
+from mosaic.core.errors import ConfigError
 from mosaic.experiment import load_experiment
 from mosaic.transport.keys import generate_keys
 

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import pytest
 
-from mosaic.errors import ConfigError
+from mosaic.core.errors import ConfigError
 from mosaic.experiment import Experiment, load_experiment
 from mosaic.experiment.loader import MAX_DEPTH, MAX_FILE_BYTES
 

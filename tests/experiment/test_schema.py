@@ -19,9 +19,15 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from mosaic.agents import Brain, Muscle, NoOpBrain, RandomMuscle
-from mosaic.errors import ConfigError
-from mosaic.experiment import Experiment, ImportPathError, import_object, load_experiment
-from mosaic.experiment.imports import parse_env_reference, resolve_class, resolve_env
+from mosaic.core.errors import ConfigError
+from mosaic.core.imports import (
+    ImportPathError,
+    import_object,
+    parse_env_reference,
+    resolve_class,
+    resolve_env,
+)
+from mosaic.experiment import Experiment, load_experiment
 
 MINIMAL = """\
 uid: minimal

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mosaic.errors import (
+from mosaic.core.errors import (
     CodecError,
     FrameTooLarge,
     MalformedFrame,

@@ -13,7 +13,8 @@ import pytest
 from gymnasium import spaces
 
 from mosaic import messages
-from mosaic.errors import CodecError, MessageFieldError, UnknownMessageType
+from mosaic.core.errors import CodecError, MessageFieldError, UnknownMessageType
+from mosaic.core.spaces import space_from_dict, space_to_dict
 from mosaic.messages import (
     ActuatorSpec,
     EnvironmentStartResponse,
@@ -33,7 +34,6 @@ from mosaic.messages import (
     registered,
     unpack,
 )
-from mosaic.spaces import space_from_dict, space_to_dict
 
 from .test_codec import assert_identical
 

@@ -6,8 +6,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from mosaic.operators.handle import OperatorProcessHandle
-from mosaic.operators.launcher import OperatorLauncher
+from mosaic.operators.driver.handle import OperatorProcessHandle
+from mosaic.operators.driver.launcher import OperatorLauncher
 from tests.processes import kill_and_reap_children
 
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from mosaic.errors import WorkerCrashed, WorkerError, WorkerProtocolError, WorkerTimeout
-from mosaic.operators.config import OperatorConfig, WorkerAssignment
-from mosaic.operators.handle import OperatorProcessHandle, WorkerReplyError
-from mosaic.operators.launcher import OperatorLauncher
+from mosaic.core.errors import WorkerCrashed, WorkerError, WorkerProtocolError, WorkerTimeout
+from mosaic.operators.api.config import OperatorConfig, WorkerAssignment
+from mosaic.operators.driver.handle import OperatorProcessHandle, WorkerReplyError
+from mosaic.operators.driver.launcher import OperatorLauncher
 
 from . import PY, worker
 
@@ -107,7 +107,7 @@ def test_a_late_reply_is_dropped_by_id(start: Callable, caplog: pytest.LogCaptur
     handle = start(script("late_reply", "1.0"))
     with pytest.raises(WorkerTimeout):
         handle.request({"cmd": "ping"}, timeout=0.3)
-    with caplog.at_level(logging.DEBUG, logger="mosaic.operators.handle"):
+    with caplog.at_level(logging.DEBUG, logger="mosaic.operators.driver.handle"):
         reply = handle.request({"cmd": "ping"}, timeout=5)
     assert reply == {"type": "pong", "id": 2}
     assert any("dropped a reply to request 1" in r.getMessage() for r in caplog.records)
@@ -186,8 +186,8 @@ def test_the_worker_dies_with_its_parent_even_when_busy(tmp_path: Path) -> None:
         "import time\n\ndef think(observation, legal_actions):\n    time.sleep(60)\n")
     code = textwrap.dedent(f"""
         import time
-        from mosaic.operators.config import OperatorConfig
-        from mosaic.operators.launcher import OperatorLauncher
+        from mosaic.operators.api.config import OperatorConfig
+        from mosaic.operators.driver.launcher import OperatorLauncher
         config = OperatorConfig.single_agent(
             "orphan", "scripted", "scripted_worker", "slow", "pettingzoo", "",
             {{"policy": {str(tmp_path / "slow.py") + ":think"!r}}})

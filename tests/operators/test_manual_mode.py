@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
-from mosaic.operators.manual_mode import ManualSession
-from mosaic.operators.script_mode import operator_config_for
-from mosaic.operators.script_schema import load_evaluation
+from mosaic.operators.evaluation.manual import ManualSession
+from mosaic.operators.evaluation.schema import load_evaluation
+from mosaic.operators.evaluation.script import operator_config_for
 from tests.processes import children_of
 
 pytestmark = pytest.mark.timeout(60)
@@ -30,13 +30,13 @@ FLAKY = Path(__file__).parent / "script_fixtures" / "flaky_worker.py"
 
 
 class Terminal:
-    """``python -m mosaic.operators.manual_mode FILE`` on the slave side of a pty."""
+    """``python -m mosaic.operators.evaluation.manual FILE`` on the slave side of a pty."""
 
     def __init__(self, path: Path, cwd: Path) -> None:
         master, slave = pty.openpty()
         self.master = master
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "mosaic.operators.manual_mode", str(path)],
+            [sys.executable, "-m", "mosaic.operators.evaluation.manual", str(path)],
             stdin=slave, stdout=slave, stderr=slave, cwd=cwd, start_new_session=True,
             env={**os.environ, "TERM": "xterm"},
         )
@@ -163,7 +163,7 @@ def test_end_of_input_quits_and_stops_the_workers(terminal: Terminal) -> None:
 def test_session_lock_step_and_a_failing_operator(frozenlake: Path, tmp_path: Path) -> None:
     config = load_evaluation(frozenlake)
     configs = [operator_config_for(spec, config, render=True) for spec in config.operators]
-    from mosaic.operators.config import OperatorConfig
+    from mosaic.operators.api.config import OperatorConfig
 
     configs.append(OperatorConfig.single_agent(
         "flaky", "command", "flaky", "Flaky", "gymnasium", "FrozenLake-v1",
@@ -194,8 +194,8 @@ def test_session_lock_step_and_a_failing_operator(frozenlake: Path, tmp_path: Pa
 def test_run_manual_on_operator_configs_with_plain_streams(tmp_path: Path) -> None:
     import io
 
-    from mosaic.operators.config import OperatorConfig
-    from mosaic.operators.manual_mode import run_manual
+    from mosaic.operators.api.config import OperatorConfig
+    from mosaic.operators.evaluation.manual import run_manual
 
     configs = [
         OperatorConfig.single_agent("left", "passive", "passive_worker", "Left", "gymnasium",

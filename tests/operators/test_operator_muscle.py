@@ -15,7 +15,7 @@ import pytest
 from gymnasium import spaces
 
 from mosaic.agents import MuscleContext, Slot
-from mosaic.errors import MosaicError
+from mosaic.core.errors import MosaicError
 from mosaic.operators import OperatorError, OperatorMuscle
 
 from .llm_server import LLMTestServer, Reply
@@ -325,7 +325,7 @@ def test_every_public_name_of_the_package_resolves() -> None:
     import mosaic.operators as package
 
     for name in package.__all__:  # each is the object its home module exports
-        home = importlib.import_module(f"mosaic.operators.{package._HOMES[name]}")
+        home = importlib.import_module(package._HOMES[name])
         assert name in home.__all__ and getattr(package, name) is getattr(home, name)
     assert package.OperatorMuscle is OperatorMuscle
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
@@ -335,7 +335,7 @@ def test_every_public_name_of_the_package_resolves() -> None:
 def test_importing_the_muscle_does_not_load_pydantic_or_script_mode() -> None:
     code = (
         "import sys\n"
-        "from mosaic.experiment.imports import import_object\n"
+        "from mosaic.core.imports import import_object\n"
         "import_object('mosaic.operators:OperatorMuscle')\n"
         "heavy = [m for m in sys.modules if m.split('.')[0] in ('pydantic', 'yaml', 'sqlalchemy')"
         " or m.startswith(('mosaic.operators.script', 'mosaic.operators.manual'))]\n"

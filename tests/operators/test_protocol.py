@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mosaic.operators import protocol as p
-from mosaic.operators.runtime import BasePolicy, InteractiveRuntime, noop_action
+from mosaic.operators.worker.runtime import BasePolicy, InteractiveRuntime, noop_action
 
 pytestmark = pytest.mark.timeout(30)
 

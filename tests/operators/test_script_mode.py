@@ -15,20 +15,20 @@ from typing import Any
 import pytest
 import yaml
 
-from mosaic.errors import ConfigError
-from mosaic.operators import config as operator_config
-from mosaic.operators.script_mode import (
+from mosaic.core.errors import ConfigError
+from mosaic.operators.api import config as operator_config
+from mosaic.operators.evaluation.schema import (
+    OPERATOR_TYPES,
+    EvaluationConfig,
+    load_evaluation,
+    parse_evaluation,
+)
+from mosaic.operators.evaluation.script import (
     ScriptResult,
     format_comparison_table,
     main,
     resolve_telemetry_path,
     run_script,
-)
-from mosaic.operators.script_schema import (
-    OPERATOR_TYPES,
-    EvaluationConfig,
-    load_evaluation,
-    parse_evaluation,
 )
 from tests.processes import children_of
 
@@ -185,7 +185,7 @@ def test_sigint_to_the_cli_stops_the_workers_and_exits_130(tmp_path: Path) -> No
     path, _ = evaluation(tmp_path, episodes=50, max_steps=0, step_pacing=0.01,
                          telemetry=str(tmp_path / "t.jsonl"))
     process = subprocess.Popen(
-        [sys.executable, "-m", "mosaic.operators.script_mode", str(path)],
+        [sys.executable, "-m", "mosaic.operators.evaluation.script", str(path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
     )
     try:
@@ -229,7 +229,7 @@ def test_cli_rejects_a_bad_file_with_exit_code_2_and_no_traceback(tmp_path: Path
     bad.write_text("uid: x\noperators:\n  - id: a\n    type: random\n    env: CartPole-v1\n"
                    "    setings: {}\nseeds: [1]\n")
     done = subprocess.run(
-        [sys.executable, "-m", "mosaic.operators.script_mode", str(bad)],
+        [sys.executable, "-m", "mosaic.operators.evaluation.script", str(bad)],
         capture_output=True, text=True, timeout=60, cwd=tmp_path, check=False,
     )
     assert done.returncode == 2

@@ -11,8 +11,8 @@ from typing import Any
 import gymnasium
 import pytest
 
-from mosaic.operators.config import OperatorConfig
-from mosaic.operators.operator import (
+from mosaic.operators.api.config import OperatorConfig
+from mosaic.operators.api.operator import (
     ActorDescriptor,
     EpisodeSummary,
     Operator,
@@ -21,13 +21,13 @@ from mosaic.operators.operator import (
     ScriptedOperator,
     StepSnapshot,
 )
-from mosaic.operators.services import (
+from mosaic.operators.api.services import (
     LOG_SERVICE_ACTOR_SEED_ERROR,
     ActorService,
-    MultiOperatorService,
     OperatorService,
     PolicyMappingService,
 )
+from mosaic.operators.driver.multi_operator import MultiOperatorService
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -119,7 +119,7 @@ def test_row_seed_raises_is_logged_and_the_broadcast_continues(
     service.register_actor(first)
     service.register_actor(broken, activate=False)
     service.register_actor(last, activate=False)
-    with caplog.at_level(logging.ERROR, logger="mosaic.operators.services"):
+    with caplog.at_level(logging.ERROR, logger="mosaic.operators.api.services"):
         service.seed(42)  # does not raise
     assert ("seed", 42) in first.calls
     assert ("seed", 42) in broken.calls
@@ -374,8 +374,8 @@ def test_multi_operator_service_failed_start_leaves_nothing_running() -> None:
 
 
 def test_worker_operator_drives_an_agent_mode_worker() -> None:
-    from mosaic.operators.launcher import OperatorLauncher
-    from mosaic.operators.operator import WorkerOperator
+    from mosaic.operators.api.operator import WorkerOperator
+    from mosaic.operators.driver.launcher import OperatorLauncher
 
     config = OperatorConfig.single_agent("agent", "random", "random_worker", "Agent",
                                          "gymnasium", "", settings={"n_actions": 4})

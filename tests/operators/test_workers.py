@@ -13,11 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mosaic.errors import WorkerCrashed
-from mosaic.operators.config import OperatorConfig
-from mosaic.operators.handle import OperatorProcessHandle
-from mosaic.operators.launcher import OperatorLauncher
-from mosaic.operators.policies import (
+from mosaic.agents.policies import (
     MLPPolicy,
     PolicyFileError,
     QTablePolicy,
@@ -25,6 +21,10 @@ from mosaic.operators.policies import (
     save_mlp,
     save_q_table,
 )
+from mosaic.core.errors import WorkerCrashed
+from mosaic.operators.api.config import OperatorConfig
+from mosaic.operators.driver.handle import OperatorProcessHandle
+from mosaic.operators.driver.launcher import OperatorLauncher
 from mosaic.testing import assert_conformant, check_worker
 
 from . import PY, worker

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mosaic.errors import IllegalTransition
+from mosaic.core.errors import IllegalTransition
 from mosaic.orchestration.state_machine import FINAL_STATES, TRANSITIONS, RunState, RunStateMachine
 
 

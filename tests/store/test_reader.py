@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mosaic.errors import StoreError
+from mosaic.core.errors import StoreError
 from mosaic.store import (
     StoreWriter,
     format_run_detail,

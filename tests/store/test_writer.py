@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mosaic.errors import StoreError
+from mosaic.core.errors import StoreError
 from mosaic.store import StoreWriter, open_store
 
 pytestmark = pytest.mark.timeout(30)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import zmq
 
-from mosaic.errors import TransportError
+from mosaic.core.errors import TransportError
 from mosaic.messages import PingRequest, PongResponse
 from mosaic.messages.codec import encode_message
 from mosaic.transport import Credentials, RequestClient, RequestServer

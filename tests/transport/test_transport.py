@@ -9,8 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from mosaic.errors import CodecError, RemoteError, RequestTimeout, TransportError
-from mosaic.log_limit import DEFAULT_BURST
+from mosaic.core.errors import CodecError, RemoteError, RequestTimeout, TransportError
+from mosaic.core.log_limit import DEFAULT_BURST
 from mosaic.messages import (
     EnvironmentUpdateRequest,
     EnvironmentUpdateResponse,

@@ -8,7 +8,7 @@
   call order, for tests and debugging; real runs go through ``mosaic experiment-start``.
 
 Name them in an experiment file as ``mosaic.agents.learners:TabularQBrain`` and so on. Each
-brain's ``greedy_checkpoint(path)`` writes the :mod:`mosaic.operators.policies` format that the
+brain's ``greedy_checkpoint(path)`` writes the :mod:`mosaic.agents.policies` format that the
 RL worker plays.
 """
 

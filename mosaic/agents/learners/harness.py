@@ -28,11 +28,11 @@ import gymnasium
 from mosaic.agents.brain import Brain, NoOpBrain
 from mosaic.agents.context import BrainContext, Mode, MuscleContext, Slot
 from mosaic.agents.muscle import Muscle
+from mosaic.core.errors import MosaicError
+from mosaic.core.seeding import brain_seed, episode_seed, muscle_seed
+from mosaic.core.spaces import space_from_dict, space_to_dict
 from mosaic.environments.gymnasium_adapter import GYMNASIUM_SLOT
-from mosaic.errors import MosaicError
 from mosaic.messages.codec import pack, unpack
-from mosaic.seeding import brain_seed, episode_seed, muscle_seed
-from mosaic.spaces import space_from_dict, space_to_dict
 
 __all__ = ["EpisodeStats", "Harness"]
 

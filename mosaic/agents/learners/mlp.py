@@ -1,6 +1,6 @@
 """A small NumPy multi-layer perceptron, a softmax policy loss, and the Adam optimizer.
 
-The network is the one :mod:`mosaic.operators.policies` reads as an ``mlp`` checkpoint: layers
+The network is the one :mod:`mosaic.agents.policies` reads as an ``mlp`` checkpoint: layers
 ``(W_i, b_i)`` with ``W_i`` of shape (in, out) and ``b_i`` of shape (out,), ``tanh`` on every
 hidden layer and a linear last layer. Everything is float64 and batched: inputs are (N, in).
 Backpropagation is written by hand; ``tests/agents/test_mlp.py`` checks it against finite

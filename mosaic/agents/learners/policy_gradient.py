@@ -21,8 +21,8 @@ from mosaic.agents.context import BrainContext, MuscleContext, Slot
 from mosaic.agents.learners.mlp import MLP, Adam, masked_logits, softmax, softmax_policy_loss
 from mosaic.agents.learners.tabular_q import _legal_mask, _param, _unwrap
 from mosaic.agents.muscle import Muscle
-from mosaic.errors import MosaicError
-from mosaic.operators.policies import MLPPolicy, load_policy, save_mlp
+from mosaic.agents.policies import MLPPolicy, load_policy, save_mlp
+from mosaic.core.errors import MosaicError
 
 __all__ = ["PolicyGradientBrain", "PolicyGradientMuscle"]
 
@@ -411,7 +411,7 @@ class PolicyGradientBrain(Brain):
         self.version = int(state["version"])
 
     def greedy_checkpoint(self, path: str | os.PathLike[str]) -> Path:
-        """Write the policy as an ``mlp`` checkpoint (:mod:`mosaic.operators.policies`).
+        """Write the policy as an ``mlp`` checkpoint (:mod:`mosaic.agents.policies`).
 
         Its greedy action is the arg-max logit, exactly what the muscle does in test mode.
         Returns the path written (``.npz`` appended if missing).

@@ -17,8 +17,8 @@ import numpy as np
 from mosaic.agents.brain import Brain
 from mosaic.agents.context import BrainContext, MuscleContext, Slot
 from mosaic.agents.muscle import Muscle
-from mosaic.errors import MosaicError
-from mosaic.operators.policies import QTablePolicy, load_policy, save_q_table
+from mosaic.agents.policies import QTablePolicy, load_policy, save_q_table
+from mosaic.core.errors import MosaicError
 
 __all__ = ["TabularQBrain", "TabularQMuscle", "Transition"]
 
@@ -328,7 +328,7 @@ class TabularQBrain(Brain):
         self.q = q.copy()
 
     def greedy_checkpoint(self, path: str | os.PathLike[str]) -> Path:
-        """Write the table as a ``q_table`` checkpoint (:mod:`mosaic.operators.policies`).
+        """Write the table as a ``q_table`` checkpoint (:mod:`mosaic.agents.policies`).
 
         Returns the path written (``.npz`` appended if missing).
         """

@@ -1,0 +1,195 @@
+"""What the orchestration components of one run share inside the run's process.
+
+Messages carry the protocol between components; this object carries the process-local
+infrastructure they all need: the endpoint plan, the supervision registry, the cancellation
+flag, the store writer and live progress counters. It never crosses a process boundary.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mosaic.actors.kinds import component_path
+from mosaic.core.errors import ComponentDied, ComponentHung, RunCancelled
+from mosaic.messages.names import muscle_uid
+from mosaic.runtime.bootstrap import NO_TRUST, Bootstrap
+from mosaic.runtime.heartbeat import DEFAULT_TIMEOUT_S as DEFAULT_HEARTBEAT_TIMEOUT_S
+from mosaic.runtime.placement import Placed, ProcessPlaced
+from mosaic.transport import Credentials, EndpointAllocator
+
+if TYPE_CHECKING:
+    from mosaic.store.writer import StoreWriter
+
+
+#: A component's time to shut down after a failure or a cancel (see RunContext.shutdown_timeout).
+HURRIED_SHUTDOWN_S = 0.5
+
+#: Component kinds on the per-step path, pinned to the run's step-loop CPU.
+HOT_LOOP_KINDS = frozenset({"environment", "muscle"})
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds allowed for: starting and setting up one component; one update; one shutdown;
+    the silence of a component process before it counts as hung (see mosaic.runtime.heartbeat).
+    """
+
+    setup: float = 30.0
+    step: float = 60.0
+    shutdown: float = 5.0
+    heartbeat: float = DEFAULT_HEARTBEAT_TIMEOUT_S
+
+
+@dataclass
+class Progress:
+    """Counters the simulation controller updates and the executor reads (plain ints: atomic)."""
+
+    episodes: int = 0
+    steps: int = 0
+    episodes_total: int = 0
+    return_sum: float = 0.0
+    #: agent uid -> sum of its episode returns (its slots' rewards), for per-agent means.
+    agent_return_sums: dict[str, float] = field(default_factory=dict)
+    last_return: float | None = None
+    #: Hex digest of every step taken so far (set when the simulation stops).
+    digest: str | None = None
+    first_step_at: float | None = None
+    last_step_at: float | None = None
+
+
+class Supervisor:
+    """Every placed component of a run, and the first one found dead.
+
+    Conductors register what they place; anyone waiting on a component calls :meth:`check`
+    during long waits, which raises :class:`ComponentDied` naming the first component that ended
+    without being asked to.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._placed: dict[str, Placed] = {}
+        self._released: set[str] = set()
+
+    def add(self, placed: Placed) -> None:
+        with self._lock:
+            self._placed[placed.uid] = placed
+
+    def release(self, uid: str) -> None:
+        """``uid`` was asked to stop: its end is no longer a failure."""
+        with self._lock:
+            self._released.add(uid)
+
+    def is_alive(self, uid: str) -> bool:
+        """True if ``uid`` was placed and still serves (unknown uids count as alive).
+
+        A process that stopped answering counts as dead: there is no point asking it anything.
+        """
+        with self._lock:
+            placed = self._placed.get(uid)
+        return placed is None or placed.failure() is None
+
+    def placed(self) -> list[Placed]:
+        with self._lock:
+            return list(self._placed.values())
+
+    def check(self, only: Collection[str] | None = None) -> None:
+        """Raise for the first watched component (of ``only``, if given) that no longer serves."""
+        with self._lock:
+            watched = [p for uid, p in self._placed.items()
+                       if uid not in self._released and (only is None or uid in only)]
+        for placed in watched:
+            cause = placed.failure()
+            if cause is not None:
+                failure = ComponentHung if placed.alive() else ComponentDied
+                raise failure(placed.describe(), cause)
+
+
+@dataclass(eq=False)
+class RunContext:
+    """The shared, process-local state of one run."""
+
+    experiment_uid: str
+    run_uid: str
+    run_id: int
+    seed: int
+    config: dict[str, Any]
+    endpoints: EndpointAllocator
+    store: StoreWriter | None
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    supervisor: Supervisor = field(default_factory=Supervisor)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    #: Set when the simulation failed; with ``cancelled``, it makes the shutdown hurried.
+    failed: threading.Event = field(default_factory=threading.Event)
+    progress: Progress = field(default_factory=Progress)
+    prelaunched: dict[str, ProcessPlaced] = field(default_factory=dict)
+    #: The CPU of the step loop's threads, or None (see mosaic.core.affinity).
+    hot_cpu: int | None = None
+    #: What every component of the run is given, in a thread or a process: the run's secrets
+    #: (see mosaic.transport.credentials) and what it may import (its experiment file's names).
+    trust: Bootstrap = NO_TRUST
+
+    @property
+    def credentials(self) -> Credentials | None:
+        return self.trust.credentials
+
+    def prelaunch(self) -> None:
+        """Launch every process-placed component of the run at once, before set-up needs them.
+
+        Start-up of a component process is mostly imports; launched together they start in
+        parallel instead of one after the other. The conductors adopt them by uid.
+        """
+        for kind, uid in planned_processes(self.config):
+            cpu = self.hot_cpu if kind in HOT_LOOP_KINDS else None
+            placed = ProcessPlaced(kind, uid, self.endpoints.external(uid),
+                                   component=component_path(kind), cpu=cpu,
+                                   heartbeat_timeout=self.timeouts.heartbeat, trust=self.trust)
+            self.prelaunched[uid] = placed
+            self.supervisor.add(placed)
+
+    def adopt(self, kind: str, uid: str) -> ProcessPlaced | None:
+        """The pre-launched process for ``uid``, if there is one of ``kind``."""
+        placed = self.prelaunched.pop(uid, None)
+        if placed is not None and placed.kind != kind:
+            placed.kill()
+            return None
+        return placed
+
+    def shutdown_timeout(self) -> float:
+        """How long one component may take to shut down before it is ended.
+
+        The configured timeout, except after a failure or a cancel: then parts may be stuck
+        (waiting on the one that died, or in slow user code), and Ctrl-C must mean seconds.
+        """
+        if self.cancelled.is_set() or self.failed.is_set():
+            return min(self.timeouts.shutdown, HURRIED_SHUTDOWN_S)
+        return self.timeouts.shutdown
+
+    def check(self) -> None:
+        """Raise :class:`RunCancelled` or :class:`ComponentDied` if the run must stop waiting."""
+        if self.cancelled.is_set():
+            raise RunCancelled(f"run {self.run_uid} was cancelled")
+        self.supervisor.check()
+
+
+def planned_processes(config: dict[str, Any]) -> list[tuple[str, str]]:
+    """(kind, uid) of every component the run's config places in a process of its own."""
+    planned = []
+    environments = config["environments"]
+    agents = config["agents"]
+    for env in environments:
+        if env["placement"] == "process":
+            planned.append(("environment", env["uid"]))
+    for agent in agents:
+        placement = agent["placement"]
+        if placement["brain"] == "process":
+            planned.append(("brain", agent["uid"]))
+        if placement["muscle"] == "process":
+            for env in environments:
+                mapping = env.get("policy_mapping")
+                acts = len(agents) == 1 if mapping is None else agent["uid"] in mapping.values()
+                if acts:
+                    planned.append(("muscle", muscle_uid(agent["uid"], env["uid"])))
+    return planned

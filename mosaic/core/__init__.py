@@ -1,0 +1,13 @@
+"""The lowest layer: helpers that every other part of mosaic may use, and that use none of it.
+
+* :mod:`~mosaic.core.errors`: the one exception tree;
+* :mod:`~mosaic.core.seeding`: every seed of a run, derived from one;
+* :mod:`~mosaic.core.spaces`: Gymnasium spaces as plain data;
+* :mod:`~mosaic.core.imports`: resolving ``package.module:Name`` paths and environment ids;
+* :mod:`~mosaic.core.lifeline`: child processes that die with their parent;
+* :mod:`~mosaic.core.affinity`: pinning a run's step loop to a CPU;
+* :mod:`~mosaic.core.log_limit`: bounding how much a flood of bad input is logged;
+* :mod:`~mosaic.core.checkpoints`: brain state as ``.npz`` files.
+
+Nothing is imported here: component processes import only the helpers they use.
+"""

@@ -1,0 +1,287 @@
+"""One operator's lane in an evaluation, and the lock-step rounds that step the lanes.
+
+Script mode and Manual mode both drive lanes. A lane owns one worker, the episode it plays and
+its results, and records every worker error as that operator's failure; :class:`Rounds` runs one
+call per lane, in parallel threads where that is safe.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from mosaic.core.errors import (
+    WorkerCrashed,
+    WorkerError,
+    WorkerProtocolError,
+    WorkerTimeout,
+)
+from mosaic.operators.evaluation._results import EpisodeResult, OperatorFailure, OperatorResult
+
+if TYPE_CHECKING:
+    from mosaic.operators.evaluation._models import TimeoutsSpec
+
+_T = TypeVar("_T")
+
+
+class Launcher(Protocol):
+    """What starts a lane's worker: an :class:`~mosaic.operators.driver.launcher.OperatorLauncher`."""
+
+    def launch(self, config: Any, run_id: str | None = None) -> Any: ...
+
+
+def _exit_text(code: int | None) -> str:
+    if code is None:
+        return "exit status unknown"
+    if code < 0:
+        return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class Lane:
+    """One operator: its worker handle, its current episode and its results.
+
+    Every method that talks to the worker turns a ``WorkerError`` into a recorded failure and
+    stops the worker; no worker error escapes a lane. A lane is used by one thread at a time.
+    The episode ends on the worker's ``episode_end``, on a ``step`` flagged terminated or
+    truncated, or after ``operator_config.max_steps`` steps.
+    """
+
+    def __init__(self, operator_config: Any, timeouts: TimeoutsSpec) -> None:
+        self.config = operator_config
+        self.operator_id: str = operator_config.operator_id
+        self.label: str = operator_config.display_name or self.operator_id
+        self.timeouts = timeouts
+        self._records: list[dict[str, Any]] = []
+        self.result = OperatorResult(self.operator_id, self.label)
+        self.handle: Any = None
+        self.episode_index: int | None = None
+        self.seed: int | None = None
+        self.in_episode = False
+        self.steps = 0
+        self.episode_reward = 0.0
+        self.last_step: dict[str, Any] | None = None
+        self.last_episode: EpisodeResult | None = None
+        self.last_render: dict[str, Any] | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.handle is not None and self.result.failure is None
+
+    def _write(self, record: dict[str, Any]) -> None:
+        self._records.append(record)
+
+    def drain(self) -> list[dict[str, Any]]:
+        """The telemetry records produced since the last call, oldest first.
+
+        Lanes may step in parallel threads; the driver writes their records in lane order, so
+        the file does not depend on thread timing.
+        """
+        records, self._records = self._records, []
+        return records
+
+    def launch(self, launcher: Launcher, run_id: str) -> bool:
+        try:
+            self.handle = launcher.launch(self.config, run_id=run_id)
+        except Exception as exc:  # noqa: BLE001 - any launch problem fails this operator only
+            self._record_failure("launch", "launch", f"could not start its worker: {exc}", None)
+            return False
+        return True
+
+    def reset(self, episode_index: int, seed: int) -> bool:
+        """Start episode ``episode_index`` on ``seed``; False (and a failure) if the worker
+        fails."""
+        if not self.alive:
+            return False
+        self.episode_index, self.seed = episode_index, seed
+        self.in_episode, self.steps, self.episode_reward = False, 0, 0.0
+        self.last_step = None
+        try:
+            ready = self.handle.reset(seed, timeout=self.timeouts.reset)
+        except WorkerError as exc:
+            self._fail("reset", exc, self.timeouts.reset)
+            return False
+        self.last_render = ready.get("render_payload") if isinstance(ready, dict) else None
+        self.in_episode = True
+        return True
+
+    def step(self) -> bool:
+        """Take one step of the current episode; False when none was taken."""
+        if not self.alive or not self.in_episode:
+            return False
+        try:
+            reply, end = self.handle.step(timeout=self.timeouts.step)
+        except WorkerError as exc:
+            self._fail("step", exc, self.timeouts.step)
+            return False
+        step_index = reply.get("step_index", self.steps)
+        self.steps += 1
+        reward = reply.get("reward", 0.0)
+        self.episode_reward = reply.get("episode_reward", self.episode_reward + reward)
+        self.last_step = reply
+        if reply.get("render_payload") is not None:
+            self.last_render = reply["render_payload"]
+        self._write(
+            {
+                "kind": "step",
+                "operator": self.operator_id,
+                "episode": self.episode_index,
+                "seed": self.seed,
+                "step_index": step_index,
+                "action": reply.get("action"),
+                "reward": reward,
+                "terminated": reply.get("terminated", False),
+                "truncated": reply.get("truncated", False),
+                "episode_reward": self.episode_reward,
+            }
+        )
+        max_steps = self.config.max_steps
+        if end is not None or reply.get("terminated") or reply.get("truncated"):
+            # The step flags end the episode even without an ``episode_end`` line.
+            self._finish(end or {}, reply, "environment")
+        elif max_steps and self.steps >= max_steps:
+            self._finish({}, reply, "max_steps")
+        return True
+
+    def _finish(self, end: Mapping[str, Any], reply: Mapping[str, Any], ended_by: str) -> None:
+        truncated = bool(end.get("truncated", reply.get("truncated", False)))
+        episode = EpisodeResult(
+            operator_id=self.operator_id,
+            episode_index=self.episode_index if self.episode_index is not None else 0,
+            seed=self.seed if self.seed is not None else 0,
+            total_reward=end.get("total_reward", self.episode_reward),
+            length=end.get("episode_length", self.steps),
+            terminated=bool(end.get("terminated", reply.get("terminated", False))),
+            truncated=truncated or ended_by == "max_steps",
+            ended_by=ended_by,
+        )
+        self.result.episodes.append(episode)
+        self.last_episode = episode
+        self.in_episode = False
+        self._write(
+            {
+                "kind": "episode",
+                "operator": episode.operator_id,
+                "episode": episode.episode_index,
+                "seed": episode.seed,
+                "total_reward": episode.total_reward,
+                "length": episode.length,
+                "terminated": episode.terminated,
+                "truncated": episode.truncated,
+                "ended_by": ended_by,
+            }
+        )
+
+    def _fail(self, phase: str, exc: WorkerError, timeout: float) -> None:
+        exit_code: int | None = None
+        if isinstance(exc, WorkerCrashed):
+            cause = "crashed"
+            exit_code = exc.exit_code
+            tail = exc.stderr_tail.strip().splitlines()[-5:]
+            detail = f"its worker exited ({_exit_text(exit_code)})"
+            if tail:
+                detail += "; stderr ends with: " + " | ".join(tail)
+        elif isinstance(exc, WorkerTimeout):
+            cause = "timeout"
+            detail = f"its worker sent no reply within {timeout:g} s (the {phase} timeout)"
+        elif isinstance(exc, WorkerProtocolError):
+            cause = "protocol"
+            detail = f"its worker sent a malformed reply: {exc}"
+        else:
+            cause = "error"
+            detail = f"its worker reported an error: {exc}"
+        stopped = self.stop()
+        if exit_code is None:
+            exit_code = stopped
+            if cause != "crashed":
+                detail += f"; stopped it ({_exit_text(stopped)})"
+        self._record_failure(phase, cause, detail, exit_code)
+
+    def _record_failure(self, phase: str, cause: str, detail: str, exit_code: int | None) -> None:
+        if phase == "launch":
+            where = "to launch"
+        elif phase == "step":
+            where = f"during step {self.steps} of episode {self.episode_index} (seed {self.seed})"
+        else:
+            where = f"during reset for episode {self.episode_index} (seed {self.seed})"
+        name = repr(self.operator_id)
+        if self.label != self.operator_id:
+            name += f" ({self.label})"
+        message = f"operator {name} failed {where}: {detail}"
+        failure = OperatorFailure(
+            operator_id=self.operator_id,
+            phase=phase,
+            cause=cause,
+            message=message,
+            episode_index=self.episode_index,
+            seed=self.seed,
+            step_index=self.steps if phase == "step" else None,
+            exit_code=exit_code,
+        )
+        self.result.failure = failure
+        self.in_episode = False
+        self._write(
+            {
+                "kind": "failure",
+                "operator": failure.operator_id,
+                "episode": failure.episode_index,
+                "seed": failure.seed,
+                "step_index": failure.step_index,
+                "phase": phase,
+                "cause": cause,
+                "exit_code": exit_code,
+                "message": message,
+            }
+        )
+
+    def stop(self) -> int | None:
+        """Stop and reap the worker (idempotent); its exit code, or None if unknown."""
+        handle, self.handle = self.handle, None
+        if handle is None:
+            return None
+        try:
+            code: int | None = handle.stop(timeout=self.timeouts.stop)
+        except Exception:  # noqa: BLE001 - stopping must go on for the other lanes
+            return None
+        return code
+
+
+def stop_lanes(lanes: Sequence[Lane]) -> None:
+    """Stop and reap the worker of every lane (see :meth:`Lane.stop`)."""
+    for lane in lanes:
+        lane.stop()
+
+
+def new_run_id(uid: str) -> str:
+    """A run id for the evaluation ``uid``: the uid and a random suffix."""
+    return f"{uid}-{uuid.uuid4().hex[:8]}"
+
+
+class Rounds:
+    """Runs one call per lane, in parallel threads when there is more than one lane.
+
+    An LLM can take seconds per step; in parallel a round takes as long as the slowest
+    operator instead of the sum of them. Results do not depend on the threads: each lane talks
+    only to its own worker, and records are written in lane order afterwards. A round with a
+    human operator runs sequentially, so that two prompts never share the terminal at once.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._pool = (
+            ThreadPoolExecutor(max_workers=size, thread_name_prefix="mosaic-lane")
+            if size > 1
+            else None
+        )
+
+    def run(self, lanes: Sequence[Lane], call: Callable[[Lane], _T]) -> list[_T]:
+        """``call(lane)`` for every lane; the results in lane order."""
+        sequential = any(lane.config.operator_type == "human" for lane in lanes)
+        if self._pool is None or len(lanes) < 2 or sequential:
+            return [call(lane) for lane in lanes]
+        return [future.result() for future in [self._pool.submit(call, lane) for lane in lanes]]
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,461 @@
+"""Manual mode: N operators side by side in a terminal, stepped in lock-step by hand.
+
+Every operator runs in its own worker subprocess with its own environment instance. "Step All"
+advances every operator whose episode is still running by one step; "Reset All" starts a new
+episode for all of them on one shared seed, so they face identical initial conditions. An
+operator whose episode ended waits for the next Reset All. An operator whose worker fails is
+marked failed (with its cause) and the others carry on.
+
+Commands at the prompt::
+
+    s, step        Step All: one step for every operator
+    n N            Step All N times (stops early when every episode is over)
+    r [SEED]       Reset All on SEED, or on the evaluation file's next scheduled seed
+    h, help        this list
+    q, quit        stop every worker and leave
+
+Manual mode reads the same evaluation file as Script mode (``step_pacing`` animates ``n N``) and
+writes the same JSONL telemetry, plus an ``episode_abandoned`` line for an episode cut short by
+Reset All. ``python -m mosaic.operators.evaluation.manual FILE`` runs it; exit code 0, or 1 when an
+operator failed, 2 for a bad file, 130 on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Self
+
+from mosaic.core.errors import ConfigError
+from mosaic.operators.evaluation._cli import LOG_LEVELS, configure_logging, print_config_error
+from mosaic.operators.evaluation._lanes import Lane, Launcher, Rounds, new_run_id
+from mosaic.operators.evaluation._telemetry import Telemetry, resolve_telemetry_path
+from mosaic.operators.evaluation.schema import EvaluationConfig, TimeoutsSpec, load_evaluation
+from mosaic.operators.evaluation.script import operator_config_for
+
+__all__ = ["ManualSession", "OperatorView", "main", "run_manual"]
+
+HELP = """commands:
+  s, step      Step All: one step for every operator
+  n N          Step All N times
+  r [SEED]     Reset All on SEED (default: the next scheduled seed)
+  h, help      this help
+  q, quit      stop every worker and leave"""
+
+
+@dataclass(frozen=True)
+class OperatorView:
+    """What the screen shows for one operator after the last command."""
+
+    operator_id: str
+    display_name: str
+    episode_index: int | None
+    seed: int | None
+    steps: int
+    last_action: Any
+    last_reward: float | None
+    episode_return: float
+    episode_over: bool
+    terminated: bool
+    truncated: bool
+    failure: str | None
+    render_text: str | None
+
+
+class ManualSession:
+    """N operator workers stepped in lock-step, all reset on one shared seed.
+
+    ``configs`` are :class:`~mosaic.operators.api.config.OperatorConfig` objects (single-agent: each
+    worker owns its environment). Nothing starts until :meth:`start`, which launches every worker
+    and resets all on ``seed``; use the session as a context manager so that :meth:`close` stops
+    and reaps every worker, also on error. Each call waits at most ``timeouts.reset`` per
+    operator for a reset and ``timeouts.step`` per operator for a step; a worker that fails is
+    recorded as failed and stopped, and never raises out of these methods.
+    """
+
+    def __init__(
+        self,
+        configs: Sequence[Any],
+        seed: int,
+        *,
+        telemetry_path: str | Path | None = None,
+        timeouts: TimeoutsSpec | None = None,
+        launcher: Launcher | None = None,
+        run_id: str = "manual",
+    ) -> None:
+        ids = [c.operator_id for c in configs]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"operator ids must be unique, got {ids}")
+        self.seed = seed
+        self.episode_index = -1
+        self._launcher = launcher
+        self._run_id = run_id
+        self._telemetry = Telemetry(Path(telemetry_path) if telemetry_path is not None else None)
+        self._lanes = [Lane(c, timeouts or TimeoutsSpec()) for c in configs]
+        self._rounds = Rounds(len(self._lanes))
+        self._started = False
+        self._closed = False
+
+    # -- lifecycle --
+
+    def start(self) -> None:
+        """Launch every worker and Reset All on the constructor's seed (idempotent)."""
+        if self._started:
+            return
+        self._started = True
+        if self._launcher is None:
+            from mosaic.operators.driver.launcher import OperatorLauncher
+
+            self._launcher = OperatorLauncher()
+        self._telemetry.write(
+            {
+                "kind": "run",
+                "mode": "manual",
+                "operators": [
+                    {"id": lane.operator_id, "type": lane.config.operator_type,
+                     "display_name": lane.label, "env": lane.config.task}
+                    for lane in self._lanes
+                ],
+                "max_steps": max((lane.config.max_steps for lane in self._lanes), default=0),
+            }
+        )
+        for lane in self._lanes:
+            lane.launch(self._launcher, self._run_id)
+        self._telemetry.write_lanes(self._lanes)
+        self.reset_all(self.seed)
+
+    def close(self) -> None:
+        """Stop and reap every worker and close the telemetry file (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._rounds.close()
+            for lane in self._lanes:
+                lane.stop()
+            self._telemetry.write_lanes(self._lanes)
+        finally:
+            self._telemetry.write({"kind": "run_end", "completed": True})
+            self._telemetry.close()
+
+    def __enter__(self) -> Self:
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- commands --
+
+    def reset_all(self, seed: int | None = None) -> None:
+        """Start the next episode for every live operator on ``seed`` (None: the last seed).
+
+        An episode still running is abandoned (recorded as ``episode_abandoned``).
+        """
+        self._require_started()
+        if seed is not None:
+            if seed < 0:
+                raise ValueError(f"seed must be >= 0, got {seed}")
+            self.seed = seed
+        for lane in self._lanes:
+            if lane.in_episode and lane.alive:
+                self._telemetry.write(
+                    {
+                        "kind": "episode_abandoned",
+                        "operator": lane.operator_id,
+                        "episode": lane.episode_index,
+                        "seed": lane.seed,
+                        "length": lane.steps,
+                        "episode_reward": lane.episode_reward,
+                    }
+                )
+        self.episode_index += 1
+        episode, seed_now = self.episode_index, self.seed
+        self._rounds.run(
+            [lane for lane in self._lanes if lane.alive],
+            lambda lane: lane.reset(episode, seed_now),
+        )
+        self._telemetry.write_lanes(self._lanes)
+        self._telemetry.flush()
+
+    def step_all(self) -> int:
+        """One step for every operator still in its episode; returns how many stepped."""
+        self._require_started()
+        playing = [lane for lane in self._lanes if lane.alive and lane.in_episode]
+        stepped = sum(self._rounds.run(playing, Lane.step))
+        self._telemetry.write_lanes(self._lanes)
+        if not self.any_playing:
+            self._telemetry.flush()
+        return stepped
+
+    def step_n(
+        self, n: int, *, pacing: float = 0.0, on_round: Callable[[], None] | None = None
+    ) -> int:
+        """Up to ``n`` Step All rounds, ending early when no episode runs; returns the rounds.
+
+        ``on_round()`` (if given) is called after each round and ``pacing`` seconds pass between
+        rounds.
+        """
+        rounds = 0
+        for _ in range(max(0, n)):
+            if not self.any_playing:
+                break
+            self.step_all()
+            rounds += 1
+            if on_round is not None:
+                on_round()
+            if pacing > 0 and self.any_playing and rounds < n:
+                time.sleep(pacing)
+        self._telemetry.flush()
+        return rounds
+
+    # -- state --
+
+    @property
+    def any_playing(self) -> bool:
+        """True while some live operator's episode is still running."""
+        return any(lane.alive and lane.in_episode for lane in self._lanes)
+
+    @property
+    def failed(self) -> bool:
+        """True when some operator failed."""
+        return any(lane.result.failed for lane in self._lanes)
+
+    @property
+    def pids(self) -> list[int]:
+        """Process ids of the running workers."""
+        return [lane.handle.pid for lane in self._lanes if lane.handle is not None]
+
+    def views(self) -> list[OperatorView]:
+        """One :class:`OperatorView` per operator, in configuration order."""
+        views = []
+        for lane in self._lanes:
+            step = lane.last_step or {}
+            render = lane.last_render or {}
+            text = render.get("text") if render.get("mode") == "ansi" else None
+            failure = lane.result.failure
+            views.append(
+                OperatorView(
+                    operator_id=lane.operator_id,
+                    display_name=lane.label,
+                    episode_index=lane.episode_index,
+                    seed=lane.seed,
+                    steps=lane.steps,
+                    last_action=step.get("action"),
+                    last_reward=step.get("reward"),
+                    episode_return=lane.episode_reward,
+                    episode_over=not lane.in_episode,
+                    terminated=bool(step.get("terminated", False)),
+                    truncated=bool(step.get("truncated", False)) or (
+                        lane.last_episode is not None
+                        and lane.last_episode.episode_index == lane.episode_index
+                        and lane.last_episode.truncated
+                    ),
+                    failure=failure.message if failure is not None else None,
+                    render_text=text if isinstance(text, str) else None,
+                )
+            )
+        return views
+
+    def _require_started(self) -> None:
+        if not self._started:
+            raise RuntimeError("call start() (or use the session as a context manager) first")
+        if self._closed:
+            raise RuntimeError("this session is closed")
+
+
+# -- the text UI -------------------------------------------------------------------------------
+
+
+def format_screen(views: Sequence[OperatorView]) -> str:
+    """The text shown after each command: one block per operator, with its render if any."""
+    lines: list[str] = []
+    for view in views:
+        title = f"[{view.operator_id}]"
+        if view.display_name != view.operator_id:
+            title += f" {view.display_name}"
+        if view.failure is not None:
+            lines.append(f"{title}  FAILED: {view.failure}")
+            continue
+        where = f"episode {view.episode_index} (seed {view.seed})"
+        if view.steps == 0:
+            lines.append(f"{title}  {where}  step 0  (ready)")
+        else:
+            reward = "-" if view.last_reward is None else f"{view.last_reward:g}"
+            lines.append(
+                f"{title}  {where}  step {view.steps}  action {view.last_action}  "
+                f"reward {reward}  return {view.episode_return:g}"
+            )
+        if view.render_text:
+            lines.extend("  " + row for row in view.render_text.strip("\n").splitlines())
+        if view.episode_over:
+            how = "terminated" if view.terminated else "truncated" if view.truncated else "ended"
+            lines.append(f"  episode over ({how}): return {view.episode_return:g} in "
+                         f"{view.steps} steps; r to reset")
+    return "\n".join(lines)
+
+
+def _show(output: IO[str], views: Sequence[OperatorView]) -> None:
+    _say(output, "\n" + format_screen(views))
+
+
+def _say(output: IO[str], text: str) -> None:
+    output.write(text + "\n")
+    output.flush()
+
+
+def run_manual(
+    config_path_or_configs: str | Path | EvaluationConfig | Sequence[Any],
+    *,
+    input: IO[str] = sys.stdin,
+    output: IO[str] = sys.stdout,
+    telemetry: str | Path | None = None,
+    launcher: Launcher | None = None,
+) -> int:
+    """Run the interactive loop on an evaluation file, a loaded evaluation, or a list of
+    :class:`~mosaic.operators.api.config.OperatorConfig`.
+
+    With a file or an evaluation, episode *k* is reset on the file's scheduled seed for *k*
+    (``r`` without a seed moves to the next one) and telemetry goes where
+    :func:`~mosaic.operators.evaluation.script.resolve_telemetry_path` says (``telemetry``
+    overrides). With a list of configs, every ``r`` without a seed replays seed 0, the default
+    timeouts apply, and telemetry is written only when ``telemetry`` names a file.
+
+    Reads one command per line from ``input`` until ``q`` or end of input, writing screens to
+    ``output``. Returns 0, or 1 when an operator failed; raises ``ConfigError`` for a bad file.
+    Every worker is stopped before it returns, also on ``KeyboardInterrupt`` (which propagates).
+    """
+    if isinstance(config_path_or_configs, (str, Path, EvaluationConfig)):
+        if isinstance(config_path_or_configs, EvaluationConfig):
+            config = config_path_or_configs
+        else:
+            config = load_evaluation(config_path_or_configs)
+        telemetry_path: Path | None = resolve_telemetry_path(config, telemetry)
+        configs = [operator_config_for(spec, config, render=True) for spec in config.operators]
+        uid, timeouts, pacing = config.uid, config.timeouts, config.step_pacing
+        seed_for: Callable[[int], int] = config.seed_for_episode
+    else:
+        configs = list(config_path_or_configs)
+        telemetry_path = Path(telemetry) if telemetry is not None else None
+        uid, timeouts, pacing = "manual", TimeoutsSpec(), 0.0
+        seed_for = _always_zero
+
+    next_episode = 1  # episode 0 is played on the first scheduled seed at start
+    session = ManualSession(
+        configs,
+        seed_for(0),
+        telemetry_path=telemetry_path,
+        timeouts=timeouts,
+        launcher=launcher,
+        run_id=new_run_id(uid),
+    )
+    with session:
+        _say(output, f"mosaic manual mode: {uid}, {len(configs)} operators; "
+                     f"telemetry -> {telemetry_path or 'none'}; h for help")
+        _show(output, session.views())
+        while True:
+            output.write("> ")
+            output.flush()
+            line = input.readline()
+            if not line:
+                break
+            words = line.split()
+            if not words:
+                continue
+            command, args = words[0].lower(), words[1:]
+            if command in ("q", "quit", "exit"):
+                break
+            if command in ("h", "help", "?"):
+                _say(output, HELP)
+                continue
+            if command in ("s", "step"):
+                if not session.any_playing:
+                    _say(output, "every episode is over: r to reset")
+                    continue
+                session.step_all()
+            elif command == "n":
+                count = _parse_int(args[0] if args else "1")
+                if count is None or count < 1:
+                    _say(output, "usage: n N, with N a positive integer")
+                    continue
+                if not session.any_playing:
+                    _say(output, "every episode is over: r to reset")
+                    continue
+                animate = pacing > 0
+
+                def show() -> None:
+                    _show(output, session.views())
+
+                session.step_n(
+                    count, pacing=pacing, on_round=show if animate else None
+                )
+                if animate:
+                    continue
+            elif command == "r":
+                seed = _parse_int(args[0]) if args else seed_for(next_episode)
+                if seed is None or seed < 0:
+                    _say(output, "usage: r [SEED], with SEED a non-negative integer")
+                    continue
+                if not args:
+                    next_episode += 1
+                session.reset_all(seed)
+            else:
+                _say(output, f"unknown command {words[0]!r}; h for help")
+                continue
+            _show(output, session.views())
+        failed = session.failed
+    _say(output, "stopped every worker" + ("; some operators failed" if failed else ""))
+    return 1 if failed else 0
+
+
+def _always_zero(episode: int) -> int:
+    return 0
+
+
+def _parse_int(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m mosaic.operators.evaluation.manual FILE``: the interactive loop on stdin/stdout.
+
+    Returns 0, 1 when an operator failed, 2 for a bad file or an unwritable telemetry path, 130
+    on Ctrl-C (every worker is stopped first).
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m mosaic.operators.evaluation.manual",
+        description="Step N operators side by side, by hand.",
+    )
+    parser.add_argument("file", help="the evaluation YAML file")
+    parser.add_argument("--telemetry", help="JSONL file or directory (overrides the file's)")
+    parser.add_argument("--log-level", default="ERROR", choices=LOG_LEVELS, type=str.upper,
+                        help="log level for mosaic and worker messages on stderr (default ERROR, "
+                             "so that they do not clutter the screen)")
+    args = parser.parse_args(argv)
+    configure_logging(args.log_level)
+    try:
+        return run_manual(args.file, telemetry=args.telemetry)
+    except ConfigError as error:
+        print_config_error(error, sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted: every worker was stopped", file=sys.stderr)
+        return 130
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""The evaluation file that Script mode and Manual mode read, and its validation.
+
+An evaluation file is YAML::
+
+    uid: cartpole-baselines          # names the run and its telemetry file
+    operators:                       # one worker subprocess each, each with its own environment
+      - id: random
+        type: random                 # random, passive, scripted, rl, llm, human or command
+        env: CartPole-v1             # a Gymnasium id ("package.module:Env-v0" imports first)
+        env_kwargs: {}               # passed to gymnasium.make
+        settings: {}                 # type-specific worker settings
+        command: [...]               # optional: run this program as the worker instead
+    seeds: [1, 2, 3]
+    episodes: 3                      # episodes per operator, in total
+    environment_mode: procedural     # procedural: a new seed each episode; fixed: one seed always
+    step_pacing: 0.0                 # seconds between steps; 0 = headless, as fast as possible
+    max_steps: 0                     # per episode; 0 = the environment's own limit
+    timeouts: {step: 10, reset: 30, stop: 5}
+    telemetry: runs/                 # a directory (a new file per run) or a .jsonl file
+
+Seeds per episode: in ``procedural`` mode episode *k* (0-based) uses ``seeds[k]``; past the end of
+the list the seed is derived deterministically from the whole list and *k* (see
+:meth:`EvaluationConfig.seed_for_episode`). ``episodes`` defaults to ``len(seeds)``. In ``fixed``
+mode ``seeds`` holds exactly one seed, used for every episode, and ``episodes`` defaults to 1.
+Every operator plays the same seed in the same episode.
+
+``settings`` per type (every type but ``command`` also takes ``render_every``, ``render_mode``,
+``send_observations`` and ``log_level``): ``passive``: ``noop_action``; ``scripted``: ``policy``
+(required, ``module:function`` or ``path/file.py:function``), ``reproducible``; ``rl``:
+``checkpoint`` (required); ``llm``: ``base_url`` and ``model`` (or ``model_id``) required,
+``api_key_env``, ``fallback``, ``timeout``, ``temperature``, ``max_tokens``, ``system_prompt``,
+``action_names``, ``keep_proxy_env``; ``human``: ``tty``, ``action_names``. A ``command`` worker
+takes no settings: its options go in its ``command`` list, and the driver (not the worker)
+enforces ``max_steps`` for it. Relative paths (``telemetry``, checkpoints, commands) are taken
+from the working directory, not from the file's directory.
+
+Every problem is reported as :class:`mosaic.core.errors.ConfigError` naming the file, the key path
+(``operators[1].settings.base_url``), the line, what was expected and, for a misspelt key or
+value, the closest valid one. Further problems in the same file are attached as notes
+(``err.__notes__``).
+
+The models are in ``_evaluation_models``, YAML reading with positions in ``_evaluation_yaml`` and
+the translation of problems into errors in ``_evaluation_problems``; this module checks what needs
+more than one field and holds the entry points.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from mosaic.core.errors import ConfigError
+from mosaic.operators.api.config import OPERATOR_TYPES
+from mosaic.operators.evaluation._models import (
+    SETTINGS_MODELS,
+    EvaluationConfig,
+    OperatorSpec,
+    TimeoutsSpec,
+)
+
+# The settings models and Loc are importable from here, as before the split (not in __all__).
+from mosaic.operators.evaluation._models import CommandSettings as CommandSettings  # noqa: PLC0414
+from mosaic.operators.evaluation._models import HumanSettings as HumanSettings  # noqa: PLC0414
+from mosaic.operators.evaluation._models import LlmSettings as LlmSettings  # noqa: PLC0414
+from mosaic.operators.evaluation._models import PassiveSettings as PassiveSettings  # noqa: PLC0414
+from mosaic.operators.evaluation._models import RandomSettings as RandomSettings  # noqa: PLC0414
+from mosaic.operators.evaluation._models import RlSettings as RlSettings  # noqa: PLC0414
+from mosaic.operators.evaluation._models import (
+    ScriptedSettings as ScriptedSettings,  # noqa: PLC0414
+)
+from mosaic.operators.evaluation._problems import Loc as Loc  # noqa: PLC0414
+from mosaic.operators.evaluation._problems import (
+    Position,
+    Problem,
+    config_error,
+    did_you_mean,
+    problem_from_pydantic,
+    yaml_type,
+)
+from mosaic.operators.evaluation._yaml import load_yaml
+
+__all__ = [
+    "OPERATOR_TYPES",
+    "EvaluationConfig",
+    "OperatorSpec",
+    "TimeoutsSpec",
+    "load_evaluation",
+    "parse_evaluation",
+]
+
+
+# -- checks that need more than one field ----------------------------------------------------
+
+
+def _env_problem(env_id: str) -> tuple[str, str] | None:
+    if ":" in env_id:  # "package.module:Env-v0": gymnasium.make imports the module first
+        return None
+    from gymnasium.envs.registration import registry
+
+    if env_id in registry:
+        return None
+    hint = did_you_mean(env_id, list(registry))
+    return (
+        f"{env_id!r} is not a registered Gymnasium environment",
+        hint or "use a registered id, or 'package.module:EnvId' to import the package first",
+    )
+
+
+def _semantic_problems(config: EvaluationConfig) -> list[Problem]:
+    problems: list[Problem] = []
+    first_index: dict[str, int] = {}
+    for index, operator in enumerate(config.operators):
+        at: Loc = ("operators", index)
+        if operator.id in first_index:
+            problems.append(
+                Problem(
+                    at + ("id",),
+                    f"duplicate operator id {operator.id!r} "
+                    f"(also operators[{first_index[operator.id]}])",
+                    "give every operator its own id",
+                )
+            )
+        first_index.setdefault(operator.id, index)
+        if operator.type == "command" and operator.command is None:
+            problems.append(
+                Problem(
+                    at + ("command",),
+                    "required for type 'command'",
+                    "give the worker program and its arguments, e.g. [python, my_worker.py]",
+                )
+            )
+        env = _env_problem(operator.env)
+        if env is not None:
+            problems.append(Problem(at + ("env",), env[0], env[1]))
+        settings_model = SETTINGS_MODELS.get(operator.type)
+        if settings_model is not None:
+            try:
+                settings_model.model_validate(operator.settings)
+            except ValidationError as exc:
+                for error in exc.errors():
+                    problems.append(
+                        problem_from_pydantic(error, settings_model, at + ("settings",))
+                    )
+    if config.environment_mode == "fixed" and len(config.seeds) != 1:
+        problems.append(
+            Problem(
+                ("seeds",),
+                f"fixed mode plays one seed in every episode, but {len(config.seeds)} are given",
+                "give one seed, or use environment_mode: procedural",
+            )
+        )
+    return problems
+
+
+# -- public entry points ---------------------------------------------------------------------
+
+
+def parse_evaluation(
+    data: Any, source: str = "<memory>", *, _positions: dict[Loc, Position] | None = None
+) -> EvaluationConfig:
+    """Validate already-parsed data; ``ConfigError`` (naming ``source``) on the first problem.
+
+    Every further problem is attached as a note on that error.
+    """
+    positions = _positions or {}
+    if data is None:
+        raise ConfigError(source, "", "the file is empty", "start with uid:, operators: and seeds:")
+    if not isinstance(data, dict):
+        raise ConfigError(
+            source, "", f"expected a mapping at the top level, got {yaml_type(data)}",
+            "start with uid:, operators: and seeds:",
+        )
+    if "operators" not in data and ("agents" in data or "environments" in data):
+        raise ConfigError(
+            source,
+            "",
+            "this is not an evaluation file: it has agents/environments but no operators",
+            "an experiment file runs with 'mosaic experiment-start'; an evaluation file has "
+            "uid, operators and seeds",
+        )
+    try:
+        config = EvaluationConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = [problem_from_pydantic(e, EvaluationConfig, ()) for e in exc.errors()]
+        raise config_error(source, problems, positions) from None
+    problems = _semantic_problems(config)
+    if problems:
+        raise config_error(source, problems, positions)
+    config._source = source
+    return config
+
+
+def load_evaluation(path: str | Path) -> EvaluationConfig:
+    """Read and validate the evaluation file at ``path``.
+
+    Raises ``ConfigError`` when the file cannot be read, is not valid YAML (with line and
+    column), repeats a key, or does not match the schema.
+    """
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(source, "", f"cannot read the file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(source, "", f"the file is not UTF-8 text: {exc.reason}") from None
+    data, positions, problems = load_yaml(text, source)
+    if problems:
+        raise config_error(source, problems, positions)
+    return parse_evaluation(data, source, _positions=positions)

@@ -1,0 +1,153 @@
+"""Setting a worker process up: its command line, signals, parent death, stdout and environment.
+
+:func:`~mosaic.operators.worker.runtime.run_worker` calls these in order before it serves commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any, BinaryIO
+
+from mosaic.core.lifeline import arm_parent_death_signal, process_exists
+
+log = logging.getLogger("mosaic.worker")
+
+#: The launcher puts its own pid here so a worker can tell that its parent died before it started.
+PARENT_PID_ENV = "MOSAIC_PARENT_PID"
+
+
+class WorkerTerminated(BaseException):
+    """Raised in the worker's main thread by SIGTERM so that it unwinds and cleans up.
+
+    A ``BaseException`` so that ``except Exception`` in policies and environments does not
+    swallow it.
+    """
+
+
+# --- environment ----------------------------------------------------------------------------------
+
+
+def make_env(
+    env_id: str,
+    env_kwargs: dict[str, Any] | None = None,
+    *,
+    render_every: int = 0,
+    render_mode: str = "auto",
+) -> Any:
+    """Make the Gymnasium environment ``env_id``.
+
+    With ``render_every`` > 0 the environment gets a render mode: ``render_mode`` if it is
+    ``rgb_array`` or ``ansi``; with ``auto``, ``rgb_array`` when the environment lists it, else
+    ``ansi``. Raises whatever ``gymnasium.make`` raises for an unknown id or bad kwargs.
+    """
+    import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
+
+    kwargs = dict(env_kwargs or {})
+    if render_every > 0:
+        mode = render_mode
+        if mode == "auto":
+            spec = gym.spec(env_id)
+            entry = spec.entry_point
+            creator = load_env_creator(entry) if isinstance(entry, str) else entry
+            modes = getattr(creator, "metadata", {}).get("render_modes", [])
+            mode = "rgb_array" if "rgb_array" in modes else "ansi"
+        kwargs["render_mode"] = mode
+    return gym.make(env_id, **kwargs)
+
+
+# --- process setup --------------------------------------------------------------------------------
+
+
+def install_parent_death_signal(poll_interval: float = 1.0) -> None:
+    """Make this process get SIGTERM when its parent dies.
+
+    On Linux ``prctl(PR_SET_PDEATHSIG, SIGTERM)`` asks the kernel for it. Note that the kernel
+    sends it when the parent *thread* that started this process exits. A daemon thread also
+    checks every ``poll_interval`` seconds whether the parent pid changed, and at start whether
+    the launcher's pid (``MOSAIC_PARENT_PID``) is still alive, which covers a parent that died
+    before the ``prctl`` call and systems without ``prctl``.
+    """
+    if not arm_parent_death_signal(signal.SIGTERM):  # not fatal: the pid check still works
+        log.debug("prctl(PR_SET_PDEATHSIG) unavailable; relying on the parent-pid check")
+    parent = os.getppid()
+    launcher = os.environ.get(PARENT_PID_ENV, "")
+    if launcher.isdigit() and not process_exists(int(launcher)):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+
+    def watch() -> None:
+        while True:
+            time.sleep(poll_interval)
+            if os.getppid() != parent:
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
+def install_sigterm_handler() -> None:
+    """Make SIGTERM raise :class:`WorkerTerminated` in the main thread (once: not in cleanup)."""
+    fired = False
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        nonlocal fired
+        if fired:  # a second SIGTERM must not interrupt the cleanup of the first
+            return
+        fired = True
+        raise WorkerTerminated()
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def protocol_stdout() -> BinaryIO:
+    """A private handle on the real stdout; fd 1 and ``sys.stdout`` then point at stderr."""
+    sys.stdout.flush()
+    fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return os.fdopen(fd, "wb")
+
+
+def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options every worker shares (environment, rendering, batch mode, logging)."""
+    group = parser.add_argument_group("runtime")
+    group.add_argument("--env-id", default="",
+                       help="Gymnasium id of the environment this worker owns (reset/step mode); "
+                            "omit it when the driver owns the environment")
+    group.add_argument("--env-kwargs", default="{}", type=_json_object,
+                       help='JSON object of keyword arguments for gymnasium.make, e.g. '
+                            '\'{"is_slippery": false}\'')
+    group.add_argument("--run-id", default=os.environ.get("OPERATOR_RUN_ID", ""),
+                       help="run id sent in ready replies (default: $OPERATOR_RUN_ID)")
+    group.add_argument("--max-steps", type=int, default=0,
+                       help="truncate episodes after this many steps (0 = no limit)")
+    group.add_argument("--render-every", type=int, default=0, metavar="N",
+                       help="send a render frame every N steps (0 = never, the default)")
+    group.add_argument("--render-mode", choices=("auto", "rgb_array", "ansi"), default="auto",
+                       help="frame kind; auto prefers rgb_array (PNG) over ansi text")
+    group.add_argument("--send-observations", action="store_true",
+                       help="include observations in ready and step replies")
+    group.add_argument("--n-actions", type=int, default=None,
+                       help="size of a Discrete action space when the driver owns the env")
+    group.add_argument("--batch", action="store_true",
+                       help="run --episodes episodes without reading commands")
+    group.add_argument("--episodes", type=int, default=1, help="episodes in --batch mode")
+    group.add_argument("--seed", type=int, default=None,
+                       help="first seed in --batch mode (episode i uses seed + i)")
+    group.add_argument("--log-level", default=os.environ.get("MOSAIC_WORKER_LOG_LEVEL", "INFO"),
+                       help="stderr log level (default INFO)")
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value

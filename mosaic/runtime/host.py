@@ -1,0 +1,165 @@
+"""ActorHost: a pykka actor that serves one component on one ZeroMQ endpoint."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import traceback
+from typing import Any
+
+import pykka
+
+from mosaic.core.affinity import pin_current_thread
+from mosaic.core.errors import MosaicError
+from mosaic.messages import ErrorResponse, Message, Request, Response
+from mosaic.runtime.component import Component
+from mosaic.transport import RequestServer, sender_of
+
+log = logging.getLogger(__name__)
+
+#: How long an idle host blocks on its socket before it looks at its pykka inbox again.
+#: Bounds how late a pykka stop is noticed; messages on the socket wake it at once.
+IDLE_POLL_MS = 100
+
+_SERVE = object()
+
+
+class HostStatus:
+    """What a host reports to whoever placed it, safe to read from any thread.
+
+    ``bound`` is set once the endpoint is bound (``endpoint`` then holds the address peers
+    connect to) or start-up failed; ``stopped`` once the host has shut down; ``failure`` says
+    why it failed, if it did.
+    """
+
+    def __init__(self) -> None:
+        self.bound = threading.Event()
+        self.stopped = threading.Event()
+        self.endpoint: str | None = None
+        self.failure: str | None = None
+
+
+class ActorHost(pykka.ThreadingActor):
+    """Runs a :class:`Component`'s lifecycle in a pykka actor thread.
+
+    ``on_start`` binds the endpoint (the socket is created, used and closed by this thread only)
+    and calls the component's ``on_setup``; the main loop is a message to itself that serves
+    the socket until something arrives in the pykka inbox (a stop, usually), so pykka's own
+    ``stop()`` always works; ``on_stop``/``on_failure`` call ``on_shutdown`` and close every
+    socket. The same host runs in a thread of the run's process and as the main actor of a
+    spawned process: placement changes nothing here.
+
+    What it does is reported through its :class:`HostStatus`, which its placer keeps. A host on
+    the step loop is given a ``cpu`` to run on (see :mod:`mosaic.core.affinity`).
+    """
+
+    use_daemon_thread = True
+
+    def __init__(self, component: Component, endpoint: str, status: HostStatus,
+                 cpu: int | None = None) -> None:
+        super().__init__()
+        self.component = component
+        self.cpu = cpu
+        self.requested_endpoint = endpoint
+        self.status = status
+        component._stop_pending = lambda: not self.actor_inbox.empty()
+        self._server: RequestServer | None = None
+        self._shut_down = False
+
+    def on_start(self) -> None:
+        # pykka skips on_stop/on_failure when on_start raises: clean up here before re-raising.
+        try:
+            pin_current_thread(self.cpu)
+            self._server = RequestServer(self.requested_endpoint, name=self.component.uid,
+                                         idle_timeout_ms=IDLE_POLL_MS,
+                                         credentials=self.component.credentials)
+            self.component.on_setup()
+            self.status.endpoint = self._server.endpoint
+        except BaseException as error:
+            self.status.failure = f"start-up failed: {type(error).__name__}: {error}"
+            self._shutdown()
+            self.status.bound.set()
+            raise
+        self.status.bound.set()
+        self.actor_ref.tell(_SERVE)
+
+    def on_receive(self, message: Any) -> Any:
+        if message is _SERVE:
+            try:
+                self._serve()
+            except Exception:
+                raise
+            except BaseException as error:
+                # SystemExit or KeyboardInterrupt from a component's code (signals reach only
+                # the main thread): this actor fails, alone. Let through, it would make pykka
+                # stop every actor of the process, other runs' too.
+                self.status.failure = f"{type(error).__name__}: {error}"
+                log.error("%s: %s raised in its thread", self.component.uid, self.status.failure)
+                self.stop()
+            return None
+        return super().on_receive(message)
+
+    def _serve(self) -> None:
+        inbox = self.actor_inbox
+        component = self.component
+        server = self._server
+        if server is None:
+            return
+        while inbox.empty():
+            busy = component.has_work()
+            incoming = server.receive(wait=not busy)
+            if incoming is not None:
+                message = incoming.message
+                reply = self._handle(message, sender_of(incoming.peer))
+                if reply is not None and isinstance(message, Request):
+                    server.reply(incoming, reply)
+            if busy:
+                try:
+                    component.do_work()
+                except Exception as error:
+                    self.status.failure = f"{type(error).__name__}: {error}"
+                    raise
+            if component.stop_requested:
+                self.stop()
+                return
+        self.actor_ref.tell(_SERVE)
+
+    def _handle(self, message: Message, sender: str | None) -> Response | None:
+        """The component's answer to ``message``; a refusal or a failure becomes an error reply."""
+        component = self.component
+        what = type(message).__name__
+        try:
+            return component.dispatch(message, sender)
+        except Exception as error:  # a handler failure goes back to its sender
+            if isinstance(error, MosaicError):
+                log.warning("%s: %s failed: %s", component.uid, what, error)
+            else:
+                log.error("%s: %s failed: %s: %s (log level DEBUG shows the traceback)",
+                          component.uid, what, type(error).__name__, error)
+                log.debug("%s: %s failed:\n%s", component.uid, what, traceback.format_exc())
+            return ErrorResponse(request=what, error_type=type(error).__name__, error=str(error))
+
+    def on_stop(self) -> None:
+        self._shutdown()
+
+    def on_failure(self, exception_type: Any, exception_value: Any, tb: Any) -> None:
+        if self.status.failure is None:
+            name = getattr(exception_type, "__name__", exception_type)
+            self.status.failure = f"{name}: {exception_value}"
+        self._shutdown()
+
+    def _shutdown(self) -> None:
+        if self._shut_down:
+            return
+        self._shut_down = True
+        try:
+            self.component.on_shutdown()
+        except Exception:
+            log.exception("%s: on_shutdown failed", self.component.uid)
+        finally:
+            self.component.unhandled_log.flush(force=True)
+            self.component.refused_log.flush(force=True)
+            self.component.close_clients()
+            if self._server is not None:
+                self._server.close()
+            self.status.stopped.set()

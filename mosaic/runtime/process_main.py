@@ -1,0 +1,101 @@
+"""Entry point of a component process:
+``python -m mosaic.runtime.process_main KIND UID ENDPOINT --component module:Class``.
+
+It runs the same :class:`~mosaic.runtime.host.ActorHost` as a thread placement would, prints
+``READY <endpoint>`` once bound (or ``FAILED <reason>``), and exits when the host stops: after its
+shutdown request, on SIGTERM, or when the parent process is gone. SIGINT is ignored: a Ctrl-C at
+the terminal is the run's to orchestrate, not each child's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+
+from mosaic.core.affinity import pin_current_thread
+from mosaic.core.lifeline import die_with_parent, parent_alive
+from mosaic.runtime.heartbeat import start_beating
+
+#: How often the child looks for its parent when the kernel cannot signal it.
+PARENT_CHECK_S = 0.5
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="mosaic.runtime.process_main")
+    parser.add_argument("kind")
+    parser.add_argument("uid")
+    parser.add_argument("endpoint")
+    parser.add_argument("--component", required=True,
+                        help="the component's class path (see mosaic.runtime.component)")
+    parser.add_argument("--parent-pid", type=int, required=True)
+    parser.add_argument("--log-level", default="WARNING")
+    parser.add_argument("--start-timeout", type=float, default=30.0)
+    parser.add_argument("--cpu", type=int, default=None, help="CPU of the actor thread")
+    parser.add_argument("--heartbeat-fd", type=int, default=None,
+                        help="a pipe to beat on (see mosaic.runtime.heartbeat)")
+    parser.add_argument("--bootstrap-fd", type=int, default=None,
+                        help="a pipe to read credentials from (see mosaic.runtime.bootstrap)")
+    args = parser.parse_args(argv)
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(args.parent_pid)
+    # Pin once, first, while this is the only thread: every thread started later (the
+    # heartbeat, the actor, ZeroMQ's I/O threads) inherits the CPU, and a move that the kernel
+    # is slow to make on a busy machine delays the start-up, not a heartbeat.
+    pin_current_thread(args.cpu)
+    if args.heartbeat_fd is not None:
+        start_beating(args.heartbeat_fd)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format=f"%(levelname)s {args.uid}: %(message)s")
+
+    # Imported after the lifeline is armed: these imports are the slow part of a start.
+    from mosaic.core.imports import allow_only
+    from mosaic.runtime.bootstrap import NO_TRUST, read
+    from mosaic.runtime.component import make_component
+    from mosaic.runtime.host import ActorHost, HostStatus
+
+    status = HostStatus()
+    try:
+        trust = NO_TRUST if args.bootstrap_fd is None else read(args.bootstrap_fd)
+        allow_only(trust.allowed_imports)
+        component = make_component(args.component, args.uid)
+        component.credentials = trust.credentials
+        component.allowed_imports = trust.allowed_imports
+    except Exception as error:
+        print(f"FAILED {type(error).__name__}: {error}", flush=True)
+        return 1
+    ref = ActorHost.start(component, args.endpoint, status)  # already on args.cpu
+    if not status.bound.wait(args.start_timeout) or status.failure is not None:
+        print(f"FAILED {status.failure or 'start-up timed out'}", flush=True)
+        ref.stop(block=False)
+        return 1
+    print(f"READY {status.endpoint}", flush=True)
+
+    stopping = False
+
+    def stop() -> None:
+        # Once only. pykka's stop takes its inbox's lock, and a SIGTERM can interrupt this
+        # thread while it holds that lock; another stop from the handler would then wait for
+        # it forever. A killed parent sends several: one per parent thread that ends (each
+        # hands this child on to the next, see mosaic.core.lifeline).
+        nonlocal stopping
+        if not stopping:
+            stopping = True
+            ref.stop(block=False)
+
+    def on_term(signum: int, frame: object) -> None:
+        stop()
+
+    signal.signal(signal.SIGTERM, on_term)
+    while not status.stopped.wait(PARENT_CHECK_S):
+        if not parent_alive(args.parent_pid):
+            stop()
+            status.stopped.wait(5.0)
+            break
+    return 0 if status.failure is None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
