@@ -33,6 +33,7 @@ from mosaic.messages import (
     MuscleUpdateRequest,
     Notice,
     PongResponse,
+    Record,
     Request,
 )
 from mosaic.messages._base import _REGISTRY
@@ -102,6 +103,10 @@ def _placeholder(annotation: Any) -> Any:
         return ()
     if annotation is dict or origin is dict:
         return {}
+    if isinstance(annotation, type) and issubclass(annotation, Record):
+        hints = typing.get_type_hints(annotation)
+        return annotation(**{f.name: _placeholder(hints[f.name])
+                             for f in dataclasses.fields(annotation)})
     return {str: "x", bool: False, int: 1, float: 0.0, bytes: b""}.get(annotation, 1)
 
 

@@ -27,7 +27,7 @@ from mosaic.runtime.component import Component, handles
 class BrainActor(Component):
     """Hosts one :class:`~mosaic.agents.Brain`; stops once every muscle it serves has shut down.
 
-    Checkpoints: ``brain["checkpoint"]`` in the setup request may name a ``load`` path (the state
+    Checkpoints: ``checkpoints`` in the setup request may name a ``load`` path (the state
     is restored before the first step) and a ``save`` path, written when the last muscle shuts
     down (the end of the phase) and whenever a muscle asks (every N episodes). A brain whose
     :meth:`~mosaic.agents.Brain.state` is empty saves nothing.
@@ -50,20 +50,20 @@ class BrainActor(Component):
 
     @handles(BrainSetupRequest)
     def _setup(self, request: BrainSetupRequest) -> BrainSetupResponse:
-        self.check_import(request.brain["class"])
-        cls = import_object(request.brain["class"])
+        self.check_import(request.brain.class_path)
+        cls = import_object(request.brain.class_path)
         if not (isinstance(cls, type) and issubclass(cls, Brain)):
-            raise MosaicError(f"{request.brain['class']} is not a mosaic.agents.Brain subclass")
+            raise MosaicError(f"{request.brain.class_path} is not a mosaic.agents.Brain subclass")
         context = BrainContext(agent=request.agent_uid, brain=self.uid,
                                slots=slots_from_specs(request.sensors, request.actuators),
                                seed=check_seed(request.seed), mode=request.mode,  # type: ignore[arg-type]
-                               params=dict(request.brain.get("params") or {}))
+                               params=dict(request.brain.params))
         brain = cls()
         brain.setup(context)
-        checkpoint = request.brain.get("checkpoint") or {}
-        if checkpoint.get("load"):
-            brain.load_state(load_state(checkpoint["load"]))
-        self._save_path = checkpoint.get("save")
+        checkpoints = request.checkpoints
+        if checkpoints is not None and checkpoints.load:
+            brain.load_state(load_state(checkpoints.load))
+        self._save_path = None if checkpoints is None else checkpoints.save
         self._brain = brain
         self._muscles = set(request.muscles)
         self._served = frozenset(request.muscles)

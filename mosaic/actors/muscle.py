@@ -58,21 +58,21 @@ class MuscleActor(Component):
 
     @handles(MuscleSetupRequest)
     def _setup(self, request: MuscleSetupRequest) -> MuscleSetupResponse:
-        self.check_import(request.muscle["class"])
-        cls = import_object(request.muscle["class"])
+        self.check_import(request.muscle.class_path)
+        cls = import_object(request.muscle.class_path)
         if not (isinstance(cls, type) and issubclass(cls, Muscle)):
-            raise MosaicError(f"{request.muscle['class']} is not a mosaic.agents.Muscle subclass")
+            raise MosaicError(f"{request.muscle.class_path} is not a mosaic.agents.Muscle subclass")
         slots = slots_from_specs(request.sensors, request.actuators)
         context = MuscleContext(agent=request.agent_uid, muscle=self.uid,
                                 environment=request.environment_uid, slots=slots,
                                 seed=check_seed(request.seed), mode=request.mode,  # type: ignore[arg-type]
-                                params=dict(request.muscle.get("params") or {}))
+                                params=dict(request.muscle.params))
         muscle = cls()
         muscle.setup(context)
         self._muscle = muscle
         self._slots = frozenset(slots)
-        self._brain_timeout = float(request.muscle.get("timeout", DEFAULT_BRAIN_TIMEOUT_S))
-        self._checkpoint_every = int(request.muscle.get("checkpoint_every") or 0)
+        self._brain_timeout = request.brain_timeout
+        self._checkpoint_every = request.checkpoint_every
         if request.brain_endpoint:
             self._brain = self.connect(request.brain_endpoint, peer=f"brain of {request.agent_uid}")
             answer = self._brain.request(BrainSyncRequest(self.uid), MuscleUpdateResponse,

@@ -92,7 +92,7 @@ def experiment_start(file: str, store: str | None, jobs: int, quiet: bool, verbo
 
     runs = experiment.runs
     schedule = ", ".join(
-        f"{config['phase']} ({config['mode']}, {config['episodes']} episodes)"
+        f"{config.phase} ({config.mode}, {config.episodes} episodes)"
         for config in (experiment.run_config(0, p) for p in range(len(experiment.phase_names()))))
     if not experiment.phases:
         schedule = f"{experiment.episodes} episode(s)"

@@ -36,42 +36,40 @@ class AgentConductor(Conductor):
 
     @handles(AgentSetupRequest)
     def _setup(self, request: AgentSetupRequest) -> AgentSetupResponse:
-        config = request.config
-        placement = config["placement"]
+        agent = request.config
         timeout = self.ctx.timeouts.setup
         check = self.ctx.check
         sensors: list[SensorSpec] = []
         actuators: list[ActuatorSpec] = []
         for muscle in request.muscles.values():
-            sensors.extend(muscle["sensors"])
-            actuators.extend(muscle["actuators"])
+            sensors.extend(muscle.sensors)
+            actuators.extend(muscle.actuators)
 
         brain_uid = request.agent_uid
-        brain = self.place("brain", brain_uid, placement["brain"],
-                           reachable_from_process=placement["muscle"] == "process")
+        brain = self.place("brain", brain_uid, agent.brain_placement,
+                           reachable_from_process=agent.muscle_placement == "process")
         client = self.connect(brain.endpoint, peer=f"brain {brain_uid!r}")
         try:
-            brain_config = {**config["brain"], "checkpoint": config.get("checkpoint")}
-            client.request(BrainSetupRequest(request.agent_uid, brain_uid, brain_config,
+            client.request(BrainSetupRequest(request.agent_uid, brain_uid, agent.brain,
                                              _unique(sensors), _unique(actuators), request.seed,
-                                             request.mode, tuple(request.muscles)),
+                                             request.mode, tuple(request.muscles),
+                                             agent.checkpoints),
                            BrainSetupResponse, timeout, check)
         finally:
             self.disconnect(client)
 
-        muscle_config = {**config["muscle"], "timeout": self.ctx.timeouts.step}
         endpoints: dict[str, str] = {}
         for index, (muscle_uid, muscle) in enumerate(request.muscles.items()):
             # One muscle per agent keeps the checkpoint schedule, so the brain saves once.
-            every = config.get("checkpoint_every", 0) if index == 0 else 0
-            muscle_config = {**muscle_config, "checkpoint_every": every}
-            placed = self.place("muscle", muscle_uid, placement["muscle"], reachable_from_process=False)
+            every = agent.checkpoint_every if index == 0 else 0
+            placed = self.place("muscle", muscle_uid, agent.muscle_placement,
+                                reachable_from_process=False)
             client = self.connect(placed.endpoint, peer=f"muscle {muscle_uid!r}")
             try:
-                client.request(MuscleSetupRequest(request.agent_uid, muscle_uid, muscle["environment"],
-                                                  muscle_config, tuple(muscle["sensors"]),
-                                                  tuple(muscle["actuators"]), muscle["seed"],
-                                                  request.mode, brain.endpoint),
+                client.request(MuscleSetupRequest(request.agent_uid, muscle_uid, muscle.environment,
+                                                  agent.muscle, muscle.sensors, muscle.actuators,
+                                                  muscle.seed, request.mode, brain.endpoint,
+                                                  self.ctx.timeouts.step, every),
                                MuscleSetupResponse, timeout, check)
             finally:
                 self.disconnect(client)

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from mosaic.actors.kinds import component_path
 from mosaic.core.errors import ComponentDied, ComponentHung, RunCancelled
+from mosaic.messages import RunConfig, RunTimeouts
 from mosaic.messages.names import muscle_uid
 from mosaic.runtime.bootstrap import NO_TRUST, Bootstrap
-from mosaic.runtime.heartbeat import DEFAULT_TIMEOUT_S as DEFAULT_HEARTBEAT_TIMEOUT_S
 from mosaic.runtime.placement import Placed, ProcessPlaced
 from mosaic.transport import Credentials, EndpointAllocator
 
@@ -29,18 +29,6 @@ HURRIED_SHUTDOWN_S = 0.5
 
 #: Component kinds on the per-step path, pinned to the run's step-loop CPU.
 HOT_LOOP_KINDS = frozenset({"environment", "muscle"})
-
-
-@dataclass(frozen=True)
-class Timeouts:
-    """Seconds allowed for: starting and setting up one component; one update; one shutdown;
-    the silence of a component process before it counts as hung (see mosaic.runtime.heartbeat).
-    """
-
-    setup: float = 30.0
-    step: float = 60.0
-    shutdown: float = 5.0
-    heartbeat: float = DEFAULT_HEARTBEAT_TIMEOUT_S
 
 
 @dataclass
@@ -115,10 +103,10 @@ class RunContext:
     run_uid: str
     run_id: int
     seed: int
-    config: dict[str, Any]
+    config: RunConfig
     endpoints: EndpointAllocator
     store: StoreWriter | None
-    timeouts: Timeouts = field(default_factory=Timeouts)
+    timeouts: RunTimeouts = field(default_factory=RunTimeouts)
     supervisor: Supervisor = field(default_factory=Supervisor)
     cancelled: threading.Event = field(default_factory=threading.Event)
     #: Set when the simulation failed; with ``cancelled``, it makes the shutdown hurried.
@@ -174,22 +162,17 @@ class RunContext:
         self.supervisor.check()
 
 
-def planned_processes(config: dict[str, Any]) -> list[tuple[str, str]]:
+def planned_processes(config: RunConfig) -> list[tuple[str, str]]:
     """(kind, uid) of every component the run's config places in a process of its own."""
     planned = []
-    environments = config["environments"]
-    agents = config["agents"]
-    for env in environments:
-        if env["placement"] == "process":
-            planned.append(("environment", env["uid"]))
-    for agent in agents:
-        placement = agent["placement"]
-        if placement["brain"] == "process":
-            planned.append(("brain", agent["uid"]))
-        if placement["muscle"] == "process":
-            for env in environments:
-                mapping = env.get("policy_mapping")
-                acts = len(agents) == 1 if mapping is None else agent["uid"] in mapping.values()
-                if acts:
-                    planned.append(("muscle", muscle_uid(agent["uid"], env["uid"])))
+    for env in config.environments:
+        if env.placement == "process":
+            planned.append(("environment", env.uid))
+    for agent in config.agents:
+        if agent.brain_placement == "process":
+            planned.append(("brain", agent.uid))
+        if agent.muscle_placement == "process":
+            for env in config.environments:
+                if agent.acts_in(env, len(config.agents)):
+                    planned.append(("muscle", muscle_uid(agent.uid, env.uid)))
     return planned

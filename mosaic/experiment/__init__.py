@@ -40,8 +40,8 @@ _HOMES = {
 
 __all__ = [
     "AgentConfig", "AgentPlacement", "BrainSpec", "EnvironmentConfig", "Experiment",
-    "ExperimentFile", "ImportPathError", "MuscleSpec", "Placement", "StoreConfig", "Timeouts",
-    "Transport", "format_location", "import_object", "load_experiment",
+    "ExperimentFile", "MuscleSpec", "Placement", "StoreConfig", "Timeouts",
+    "Transport", "format_location", "load_experiment",
 ]
 
 

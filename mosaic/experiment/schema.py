@@ -34,6 +34,17 @@ from mosaic.core.imports import (
     resolve_class,
     resolve_env,
 )
+from mosaic.messages.run_config import (
+    AgentPlan,
+    ComponentSpec,
+    EnvironmentPlan,
+    PlacementName,
+    RunConfig,
+    RunTimeouts,
+    TerminationSpec,
+    TransportName,
+)
+from mosaic.messages.run_config import LoadSpec as LoadRecord
 
 __all__ = [
     "PROBLEMS_ERROR",
@@ -51,11 +62,10 @@ __all__ = [
     "Transport",
 ]
 
-Placement = Literal["thread", "process"]
-"""Where a component runs: a thread of the mosaic process, or a process of its own."""
-
-Transport = Literal["ipc", "tcp"]
-"""How process-placed components are reached; thread-placed ones always use inproc."""
+#: Where a component runs: a thread of the mosaic process, or a process of its own.
+Placement = PlacementName
+#: How process-placed components are reached; thread-placed ones always use inproc.
+Transport = TransportName
 
 Loc = tuple[str | int, ...]
 
@@ -666,31 +676,14 @@ class Experiment(ExperimentFile):
             termination = phase.termination or termination
         return name, mode, episodes, max_steps, environments, agents, termination
 
-    def run_config(self, run_index: int, phase_index: int = 0) -> dict[str, Any]:
-        """Return everything run ``run_index`` needs in phase ``phase_index``, as plain data.
+    def run_config(self, run_index: int, phase_index: int = 0) -> RunConfig:
+        """Return everything run ``run_index`` needs in phase ``phase_index``, as typed records.
 
-        The result holds only ``str``, ``int``, ``float``, ``bool``, ``None``, lists and dicts (a
-        deep copy: changing it changes nothing here). Keys: ``experiment`` (the uid),
-        ``run_index``, ``seed`` (this run's seed, see :meth:`run_seeds`), ``experiment_seed``,
-        ``episodes``, ``max_steps`` (``None``: the environment's own limit), ``mode``,
-        ``transport``, ``host``, ``record_steps``, ``store_path`` (text), ``timeouts``
-        (``setup``, ``step``, ``shutdown`` in seconds, as floats), ``environments`` and ``agents``.
-
-        Each environment is ``{"uid", "env", "kind", "params", "placement", "policy_mapping"}``:
-        ``kind`` is ``"gymnasium"``, ``"pettingzoo"`` or ``"import"`` (see
-        :func:`~mosaic.core.imports.parse_env_reference`), ``placement`` is resolved
-        (``"thread"`` or ``"process"``), and ``policy_mapping`` is the file's mapping, or ``None``
-        when the file has none, which happens only with exactly one agent and means "every env
-        agent id maps to that agent" (its uid is also given as ``default_agent``).
-
-        Each agent is ``{"uid", "brain", "muscle", "placement"}``: ``brain`` and ``muscle`` are
-        ``{"class": path, "params": ...}`` where the params are the agent's ``params`` overridden
-        key by key (shallowly) by the brain's or muscle's own; ``placement`` is
-        ``{"brain": ..., "muscle": ...}``, each resolved.
-
-        Each agent also has ``load`` (the file's load spec as a dict, or ``None``) and
-        ``checkpoint_every``. ``phase`` and ``phase_index`` name the phase, ``phases`` counts them;
-        ``mode``, ``episodes``, ``max_steps``, ``environments`` and ``agents`` are the phase's.
+        The records are frozen, and their ``params`` are copies: changing them changes nothing
+        here. Placements are resolved (``"thread"`` or ``"process"``); an agent's brain and
+        muscle params are the agent's ``params`` overridden key by key (shallowly) by the
+        brain's or muscle's own; ``mode``, ``episodes``, ``max_steps``, ``termination``,
+        ``environments`` and ``agents`` are the phase's. See :class:`~mosaic.messages.RunConfig`.
 
         Raises ``IndexError`` unless ``0 <= run_index < runs`` and the phase exists.
         """
@@ -702,64 +695,57 @@ class Experiment(ExperimentFile):
         if not 0 <= phase_index < phase_count:
             raise IndexError(f"phase_index {phase_index} is out of range for {phase_count} phase(s)")
         phase, mode, episodes, max_steps, environments, agents, termination = self._phase(phase_index)
-        default_agent = agents[0].uid if len(agents) == 1 else None
-        config: dict[str, Any] = {
-            "experiment": self.uid,
-            "run_index": int(run_index),
-            "phase": phase,
-            "phase_index": phase_index,
-            "phases": phase_count,
-            "seed": _run_seed(self.seed, int(run_index)),
-            "experiment_seed": self.seed,
-            "episodes": episodes,
-            "max_steps": max_steps,
-            "termination": termination.model_dump() if termination is not None else None,
-            "mode": mode,
-            "transport": self.transport,
-            "host": self.host,
-            "cpu_affinity": self.cpu_affinity,
-            "record_steps": self.store.record_steps,
-            "store_path": str(self.store_path),
-            "timeouts": {
-                "setup": float(self.timeouts.setup),
-                "step": float(self.timeouts.step),
-                "shutdown": float(self.timeouts.shutdown),
-                "heartbeat": float(self.timeouts.heartbeat),
-            },
-            "default_agent": default_agent,
-            "environments": [
-                {
-                    "uid": environment.uid,
-                    "env": environment.env,
-                    "kind": environment.kind,
-                    "params": environment.params,
-                    "placement": environment.placement or self.placement,
-                    "policy_mapping": environment.policy_mapping,
-                }
+        return RunConfig(
+            experiment=self.uid,
+            run_index=int(run_index),
+            phase=phase,
+            phase_index=phase_index,
+            phases=phase_count,
+            seed=_run_seed(self.seed, int(run_index)),
+            experiment_seed=self.seed,
+            episodes=episodes,
+            max_steps=max_steps,
+            termination=None if termination is None else TerminationSpec(
+                **termination.model_dump()),
+            mode=mode,
+            transport=self.transport,
+            host=self.host,
+            cpu_affinity=self.cpu_affinity,
+            record_steps=self.store.record_steps,
+            store_path=str(self.store_path),
+            timeouts=RunTimeouts(
+                setup=float(self.timeouts.setup),
+                step=float(self.timeouts.step),
+                shutdown=float(self.timeouts.shutdown),
+                heartbeat=float(self.timeouts.heartbeat),
+            ),
+            default_agent=agents[0].uid if len(agents) == 1 else None,
+            environments=tuple(
+                EnvironmentPlan(
+                    uid=environment.uid,
+                    env=environment.env,
+                    kind=environment.kind,
+                    params=copy.deepcopy(environment.params),
+                    placement=environment.placement or self.placement,
+                    policy_mapping=copy.deepcopy(environment.policy_mapping),
+                )
                 for environment in environments
-            ],
-            "agents": [
-                {
-                    "uid": agent.uid,
-                    "brain": {
-                        "class": agent.brain.class_path,
-                        "params": {**agent.params, **agent.brain.params},
-                    },
-                    "muscle": {
-                        "class": agent.muscle.class_path,
-                        "params": {**agent.params, **agent.muscle.params},
-                    },
-                    "placement": {
-                        "brain": agent.placement.brain or self.placement,
-                        "muscle": agent.placement.muscle or self.placement,
-                    },
-                    "load": agent.load.model_dump() if agent.load is not None else None,
-                    "checkpoint_every": agent.checkpoint_every,
-                }
+            ),
+            agents=tuple(
+                AgentPlan(
+                    uid=agent.uid,
+                    brain=ComponentSpec(agent.brain.class_path,
+                                        copy.deepcopy({**agent.params, **agent.brain.params})),
+                    muscle=ComponentSpec(agent.muscle.class_path,
+                                         copy.deepcopy({**agent.params, **agent.muscle.params})),
+                    brain_placement=agent.placement.brain or self.placement,
+                    muscle_placement=agent.placement.muscle or self.placement,
+                    load=None if agent.load is None else LoadRecord(**agent.load.model_dump()),
+                    checkpoint_every=agent.checkpoint_every,
+                )
                 for agent in agents
-            ],
-        }
-        return copy.deepcopy(config)
+            ),
+        )
 
 
 def _run_seed(seed: int, run_index: int) -> int:

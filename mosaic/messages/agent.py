@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mosaic.messages._base import Request, Response
+from mosaic.messages._base import Record, Request, Response
 from mosaic.messages.common import ActuatorSpec, SensorSpec
+from mosaic.messages.run_config import AgentPlan, CheckpointPaths, ComponentSpec
 
 __all__ = [
+    "MusclePlan",
     "AgentSetupRequest",
     "AgentSetupResponse",
     "AgentUpdateRequest",
@@ -27,13 +29,23 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True)
+class MusclePlan(Record):
+    """One muscle of an agent: the environment it acts in, its slots there, and its seed."""
+
+    environment: str
+    sensors: tuple[SensorSpec, ...]
+    actuators: tuple[ActuatorSpec, ...]
+    seed: int
+
+
+@dataclass(frozen=True, slots=True)
 class AgentSetupRequest(Request):
     """SimulationController -> AgentConductor: create an agent's brain and ``muscles``."""
 
     run_uid: str
     agent_uid: str
-    config: dict[str, Any]
-    muscles: dict[str, dict[str, Any]]
+    config: AgentPlan
+    muscles: dict[str, MusclePlan]
     seed: int
     mode: str
 
@@ -48,16 +60,21 @@ class AgentSetupResponse(Response):
 
 @dataclass(frozen=True, slots=True)
 class BrainSetupRequest(Request):
-    """AgentConductor -> brain actor: build the brain that serves ``muscles``."""
+    """AgentConductor -> brain actor: build the brain that serves ``muscles``.
+
+    ``checkpoints`` says where the brain saves its state at the end of the phase, and what it
+    loads before it starts (``None``: neither).
+    """
 
     agent_uid: str
     brain_uid: str
-    brain: dict[str, Any]
+    brain: ComponentSpec
     sensors: tuple[SensorSpec, ...]
     actuators: tuple[ActuatorSpec, ...]
     seed: int
     mode: str
     muscles: tuple[str, ...]
+    checkpoints: CheckpointPaths | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,17 +86,23 @@ class BrainSetupResponse(Response):
 
 @dataclass(frozen=True, slots=True)
 class MuscleSetupRequest(Request):
-    """AgentConductor -> muscle actor: build a muscle; its brain is at ``brain_endpoint``."""
+    """AgentConductor -> muscle actor: build a muscle; its brain is at ``brain_endpoint``.
+
+    ``brain_timeout`` bounds each exchange with the brain, in seconds; with ``checkpoint_every``
+    N > 0 the muscle asks its brain to save a checkpoint every N episodes.
+    """
 
     agent_uid: str
     muscle_uid: str
     environment_uid: str
-    muscle: dict[str, Any]
+    muscle: ComponentSpec
     sensors: tuple[SensorSpec, ...]
     actuators: tuple[ActuatorSpec, ...]
     seed: int
     mode: str
     brain_endpoint: str | None
+    brain_timeout: float = 60.0
+    checkpoint_every: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from mosaic.messages._base import Notice, Request, Response
+from mosaic.messages.run_config import RunConfig
 
 __all__ = [
     "ExperimentRunFinishedNotice",
@@ -24,7 +24,7 @@ class ExperimentStartRequest(Request):
     run_uid: str
     run_index: int
     seed: int
-    config: dict[str, Any]
+    config: RunConfig
     notify_endpoint: str
 
 

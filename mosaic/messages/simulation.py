@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from mosaic.messages._base import Notice, Request, Response
+from mosaic.messages.run_config import RunConfig
 
 __all__ = [
     "SimulationFinishedNotice",
@@ -22,7 +22,7 @@ class SimulationStartRequest(Request):
 
     run_uid: str
     seed: int
-    config: dict[str, Any]
+    config: RunConfig
     governor_endpoint: str
 
 

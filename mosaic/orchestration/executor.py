@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import secrets
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from mosaic.conductors.run_context import RunContext, Timeouts
+from mosaic.conductors.run_context import RunContext
 from mosaic.core.affinity import available_cpus, choose_cpu, pin_thread
 from mosaic.core.checkpoints import (
     CheckpointError,
@@ -30,7 +31,9 @@ from mosaic.messages import (
     ExperimentRunShutdownRequest,
     ExperimentShutdownResponse,
     ExperimentStartRequest,
+    CheckpointPaths,
     ExperimentStartResponse,
+    RunConfig,
     names,
 )
 from mosaic.orchestration.run_governor import RunGovernor
@@ -154,7 +157,7 @@ class Executor:
         self._keys = load_keys(experiment.curve_keys_dir) if experiment.curve_keys_dir else None
         with self._signals_handled():
             experiment_id = self.store.experiment_started(
-                experiment.uid, str(experiment.source), experiment.run_config(0))
+                experiment.uid, str(experiment.source), experiment.run_config(0).to_dict())
             prefix = f"{experiment.uid}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
             seeds = experiment.run_seeds()
             if self.jobs == 1:
@@ -197,7 +200,7 @@ class Executor:
             config = experiment.run_config(index, phase_index)
             problem = None
             try:
-                self._attach_checkpoints(config, base)
+                config = self._with_checkpoints(config, base)
             except CheckpointError as error:
                 problem = str(error)
             result = self._run(experiment_id, run_uid, index, phase_seed(run_seed, phase_index),
@@ -209,47 +212,48 @@ class Executor:
                 break  # later phases build on this one
         return results
 
-    def _attach_checkpoints(self, config: dict[str, Any], base_uid: str) -> None:
-        """Give each agent its checkpoint paths: where to save this phase, what to load.
+    def _with_checkpoints(self, config: RunConfig, base_uid: str) -> RunConfig:
+        """``config`` with each agent's checkpoint paths: where to save this phase, what to load.
 
         An agent loads what its ``load`` names; without one, a phase after the first continues
         from the agent's checkpoint of the phase before in the same run, if there is one.
         """
         experiment = self.experiment.uid
         root = checkpoint_root(self.experiment.store_path)
-        earlier = self.experiment.phase_names()[: config["phase_index"]]
-        for agent in config["agents"]:
-            spec, load = agent.get("load"), None
-            if spec:
-                who = spec.get("agent") or agent["uid"]
-                source = spec.get("experiment") or experiment
-                if source == experiment and spec.get("run") is None and spec["phase"] in earlier:
-                    load = checkpoint_path(root, experiment, base_uid, spec["phase"], who)
+        earlier = self.experiment.phase_names()[: config.phase_index]
+        agents = []
+        for agent in config.agents:
+            spec, load = agent.load, None
+            if spec is not None:
+                who = spec.agent or agent.uid
+                source = spec.experiment or experiment
+                if source == experiment and spec.run is None and spec.phase in earlier:
+                    load = checkpoint_path(root, experiment, base_uid, spec.phase, who)
                     if not load.exists():
-                        raise CheckpointError(f"agent {agent['uid']!r}: phase {spec['phase']!r} "
+                        raise CheckpointError(f"agent {agent.uid!r}: phase {spec.phase!r} "
                                               f"saved no checkpoint of agent {who!r} ({load})")
                 else:
-                    load = find_checkpoint(root, source, spec["phase"], who, spec.get("run"))
+                    load = find_checkpoint(root, source, spec.phase, who, spec.run)
             elif earlier:
-                previous = checkpoint_path(root, experiment, base_uid, earlier[-1], agent["uid"])
+                previous = checkpoint_path(root, experiment, base_uid, earlier[-1], agent.uid)
                 load = previous if previous.exists() else None
-            agent["checkpoint"] = {
-                "save": str(checkpoint_path(root, experiment, base_uid, config["phase"], agent["uid"])),
-                "load": str(load) if load is not None else None,
-            }
+            save = checkpoint_path(root, experiment, base_uid, config.phase, agent.uid)
+            paths = CheckpointPaths(str(save), str(load) if load is not None else None)
+            agents.append(dataclasses.replace(agent, checkpoints=paths))
+        return dataclasses.replace(config, agents=tuple(agents))
 
     def _run(self, experiment_id: int, run_uid: str, index: int, seed: int,
-             config: dict[str, Any], cpu: int | None, problem: str | None = None) -> RunResult:
+             config: RunConfig, cpu: int | None, problem: str | None = None) -> RunResult:
         run_id = self.store.run_started(experiment_id, run_uid, index, seed)
         if problem is not None:
             log.error("run %s: %s", run_uid, problem)
             self.store.run_finished(run_id, "failed", problem, 0, 0)
-            return RunResult(run_uid, index, seed, config["phase"], "failed", problem, 0, 0, None, 0.0)
-        timeouts = Timeouts(**config["timeouts"])
-        endpoints = EndpointAllocator(f"{run_uid}", transport=config["transport"], host=config["host"])
+            return RunResult(run_uid, index, seed, config.phase, "failed", problem, 0, 0, None, 0.0)
+        timeouts = config.timeouts
+        endpoints = EndpointAllocator(f"{run_uid}", transport=config.transport, host=config.host)
         ctx = RunContext(self.experiment.uid, run_uid, run_id, seed, config, endpoints, self.store,
                          timeouts, trust=Bootstrap(Credentials.fresh(self._keys),
-                                                   named_strings(config)))
+                                                   named_strings(config.to_dict())))
         with self._lock:
             self._active.add(ctx)
         if self.cancelled_by is not None:
@@ -267,7 +271,7 @@ class Executor:
             governor = ThreadPlaced(RunGovernor(names.RUN_GOVERNOR, ctx), "orchestration",
                                     endpoints.inproc(names.RUN_GOVERNOR), timeout=timeouts.setup)
             client = RequestClient(governor.endpoint, peer="run governor")
-            budget = timeouts.setup * (4 + len(config["environments"]) + 2 * len(config["agents"]))
+            budget = timeouts.setup * (4 + config.component_count())
             start = client.request(
                 ExperimentStartRequest(self.experiment.uid, run_uid, index, seed, config,
                                        endpoints.inproc("executor")),
@@ -298,7 +302,7 @@ class Executor:
                                 progress.digest)
         self.store.flush(FLUSH_TIMEOUT_S)
         return RunResult(
-            run_uid, index, seed, config["phase"], status, error, progress.episodes, progress.steps,
+            run_uid, index, seed, config.phase, status, error, progress.episodes, progress.steps,
             progress.return_sum / progress.episodes if progress.episodes else None,
             time.monotonic() - started, answer.killed if answer is not None else (),
             progress.first_step_at, progress.last_step_at, progress.digest,

@@ -85,7 +85,7 @@ class RunGovernor(Component):
                                                         ctx.endpoints.inproc(name), cpu=cpu,
                                                         timeout=ctx.timeouts.setup))
             self._simulation = self.connect(self._orchestration[0].endpoint, peer="simulation controller")
-            components = len(ctx.config["environments"]) + 2 * len(ctx.config["agents"])
+            components = ctx.config.component_count()
             answer = self._simulation.request(
                 SimulationStartRequest(ctx.run_uid, ctx.seed, ctx.config,
                                        ctx.endpoints.inproc(names.RUN_GOVERNOR)),

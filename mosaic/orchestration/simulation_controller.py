@@ -32,9 +32,11 @@ from mosaic.messages import (
     EnvironmentStartResponse,
     EnvironmentUpdateRequest,
     EnvironmentUpdateResponse,
+    MusclePlan,
     MuscleShutdownRequest,
     MuscleShutdownResponse,
     Request,
+    RunConfig,
     Response,
     SensorSpec,
     SimulationFinishedNotice,
@@ -122,13 +124,13 @@ class SimulationController(Component):
         self._governor: RequestClient | None = None
         self._conductors: list[tuple[RequestClient, Request, type[Response]]] = []
         config = ctx.config
-        self._episodes = int(config["episodes"])
-        self._max_steps: int | None = config.get("max_steps")
-        self._record = bool(config.get("record_steps", True)) and ctx.store is not None
+        self._episodes = config.episodes
+        self._max_steps = config.max_steps
+        self._record = config.record_steps and ctx.store is not None
         # The run's fingerprint: every step's observation, action, reward and end flags, in
         # order, exactly as encoded on the wire. Equal digests mean equal trajectories.
         self._digest = hashlib.blake2b(digest_size=16)
-        self._termination = Termination.from_config(config.get("termination"))
+        self._termination = Termination.from_spec(config.termination)
         self._next_supervision = 0.0
 
     # -- set-up ---------------------------------------------------------------------------
@@ -145,7 +147,7 @@ class SimulationController(Component):
         self._running = True
         return SimulationStartResponse(request.run_uid, True)
 
-    def _set_up(self, config: dict[str, Any]) -> None:
+    def _set_up(self, config: RunConfig) -> None:
         ctx = self.ctx
         timeout, check, seed = ctx.timeouts.setup, ctx.check, ctx.seed
         environment_conductor = self.connect(ctx.endpoints.inproc(names.ENVIRONMENT_CONDUCTOR),
@@ -158,42 +160,42 @@ class SimulationController(Component):
             (environment_conductor, EnvironmentConductorShutdownRequest(ctx.run_uid),
              EnvironmentConductorShutdownResponse),
         ]
-        agents = [agent["uid"] for agent in config["agents"]]
-        for index, env in enumerate(config["environments"]):
+        agents = [agent.uid for agent in config.agents]
+        for index, env in enumerate(config.environments):
             setup = environment_conductor.request(
-                EnvironmentSetupRequest(ctx.run_uid, env["uid"], env["placement"]),
+                EnvironmentSetupRequest(ctx.run_uid, env.uid, env.placement),
                 EnvironmentSetupResponse, timeout, check)
-            client = self.connect(setup.endpoint, peer=f"environment {env['uid']!r}")
+            client = self.connect(setup.endpoint, peer=f"environment {env.uid!r}")
             started = client.request(
-                EnvironmentStartRequest(env["uid"], env["env"], env["params"], environment_seed(seed, index)),
+                EnvironmentStartRequest(env.uid, env.env, env.params, environment_seed(seed, index)),
                 EnvironmentStartResponse, timeout, check)
-            mapping = _resolve_mapping(env["uid"], env.get("policy_mapping"), started.sensors, agents)
-            self._loops.append(_EnvironmentLoop(index, env["uid"], client, started.sensors,
+            mapping = _resolve_mapping(env.uid, env.policy_mapping, started.sensors, agents)
+            self._loops.append(_EnvironmentLoop(index, env.uid, client, started.sensors,
                                                 started.actuators, mapping))
 
-        for agent_index, agent in enumerate(config["agents"]):
-            muscles: dict[str, dict[str, Any]] = {}
+        for agent_index, agent in enumerate(config.agents):
+            muscles: dict[str, MusclePlan] = {}
             for loop in self._loops:
-                slots = {slot for slot, owner in loop.mapping.items() if owner == agent["uid"]}
+                slots = {slot for slot, owner in loop.mapping.items() if owner == agent.uid}
                 if not slots:
                     continue
-                muscles[names.muscle_uid(agent["uid"], loop.uid)] = {
-                    "environment": loop.uid,
-                    "sensors": [s for s in loop.sensors if s.uid in slots],
-                    "actuators": [a for a in loop.actuators if a.uid in slots],
-                    "seed": muscle_seed(seed, agent_index, loop.index),
-                }
+                muscles[names.muscle_uid(agent.uid, loop.uid)] = MusclePlan(
+                    environment=loop.uid,
+                    sensors=tuple(s for s in loop.sensors if s.uid in slots),
+                    actuators=tuple(a for a in loop.actuators if a.uid in slots),
+                    seed=muscle_seed(seed, agent_index, loop.index),
+                )
             if not muscles:
-                raise MosaicError(f"agent {agent['uid']!r} acts in no environment: "
+                raise MosaicError(f"agent {agent.uid!r} acts in no environment: "
                                   "map it in an environment's policy_mapping")
             answer = agent_conductor.request(
-                AgentSetupRequest(ctx.run_uid, agent["uid"], agent, muscles,
-                                  brain_seed(seed, agent_index), config.get("mode", "train")),
+                AgentSetupRequest(ctx.run_uid, agent.uid, agent, muscles,
+                                  brain_seed(seed, agent_index), config.mode),
                 AgentSetupResponse, timeout * (2 + len(muscles)), check)
             for muscle_uid, endpoint in answer.muscle_endpoints.items():
-                loop = next(lp for lp in self._loops if lp.uid == muscles[muscle_uid]["environment"])
-                sensed = frozenset(s.uid for s in muscles[muscle_uid]["sensors"])
-                loop.muscles.append(_MuscleLink(muscle_uid, agent["uid"],
+                loop = next(lp for lp in self._loops if lp.uid == muscles[muscle_uid].environment)
+                sensed = frozenset(s.uid for s in muscles[muscle_uid].sensors)
+                loop.muscles.append(_MuscleLink(muscle_uid, agent.uid,
                                                 self.connect(endpoint, peer=f"muscle {muscle_uid!r}"),
                                                 sensed))
         self.ctx.progress.episodes_total = self._episodes * len(self._loops)

@@ -9,6 +9,7 @@ from typing import Any
 
 from mosaic.conductors.run_context import Progress
 from mosaic.core.errors import MosaicError
+from mosaic.messages import TerminationSpec
 
 
 @dataclass
@@ -28,18 +29,18 @@ class Termination:
     _recent: collections.deque[float] = field(default_factory=collections.deque)
 
     @classmethod
-    def from_config(cls, config: dict[str, Any] | None) -> Termination:
-        if not config:
+    def from_spec(cls, spec: TerminationSpec | None) -> Termination:
+        """The checks ``spec`` asks for (none without one); imports its condition."""
+        if spec is None:
             return cls()
         condition = None
-        if config.get("condition"):
+        if spec.condition:
             from mosaic.core.imports import import_object
 
-            condition = import_object(config["condition"])
-        window = int(config.get("window") or 100)
-        return cls(config.get("reward_threshold"), window, condition,
-                   _recent=collections.deque(maxlen=window),
-                   condition_path=str(config.get("condition") or ""))
+            condition = import_object(spec.condition)
+        return cls(spec.reward_threshold, spec.window, condition,
+                   _recent=collections.deque(maxlen=spec.window),
+                   condition_path=spec.condition or "")
 
     def reached(self, environment: str, episode_return: float, progress: Progress) -> str | None:
         """Record an episode's return; return why the phase should stop, or ``None``."""

@@ -39,6 +39,8 @@ from mosaic.messages import (
     BrainCheckpointResponse,
     BrainSetupRequest,
     BrainSetupResponse,
+    CheckpointPaths,
+    ComponentSpec,
     EnvironmentConductorShutdownRequest,
     EnvironmentConductorShutdownResponse,
     EnvironmentResetRequest,
@@ -54,6 +56,8 @@ from mosaic.messages import (
     MuscleSetupResponse,
     MuscleUpdateRequest,
     MuscleUpdateResponse,
+    RunConfig,
+    RunTimeouts,
     SensorSpec,
     SimulationStopRequest,
     SimulationStopResponse,
@@ -112,7 +116,7 @@ def _environment_probe(client: RequestClient, folder: Path, before: Any) -> None
 
 def _muscle_prepare(client: RequestClient, folder: Path) -> Any:
     return client.request(MuscleSetupRequest("agent", "muscle", "environment",
-                                             {"class": "mosaic.agents:RandomMuscle"}, SENSORS,
+                                             ComponentSpec("mosaic.agents:RandomMuscle", {}), SENSORS,
                                              ACTUATORS, 5, "train", None),
                           MuscleSetupResponse, 10)
 
@@ -124,10 +128,11 @@ def _muscle_probe(client: RequestClient, folder: Path, before: Any) -> None:
 
 
 def _brain_prepare(client: RequestClient, folder: Path) -> Any:
-    config = {"class": "tests.fixtures.agents:CountingBrain",
-              "checkpoint": {"save": str(folder / "brain.npz")}}
-    return client.request(BrainSetupRequest("agent", "brain", config, SENSORS, ACTUATORS, 5,
-                                            "train", ("muscle",)), BrainSetupResponse, 10)
+    brain = ComponentSpec("tests.fixtures.agents:CountingBrain", {})
+    return client.request(BrainSetupRequest("agent", "brain", brain, SENSORS, ACTUATORS, 5,
+                                            "train", ("muscle",),
+                                            CheckpointPaths(str(folder / "brain.npz"))),
+                          BrainSetupResponse, 10)
 
 
 def _brain_probe(client: RequestClient, folder: Path, before: Any) -> None:
@@ -176,7 +181,11 @@ CASES = {
 @pytest.mark.parametrize("kind", list(CASES))
 def test_a_component_rejects_hostile_messages_and_keeps_working(kind, tmp_path, caplog):
     case = CASES[kind]
-    config = {"episodes": 1, "environments": [], "agents": []}
+    config = RunConfig(experiment="hostile", run_index=0, phase="main", phase_index=0, phases=1,
+                       seed=1, experiment_seed=1, episodes=1, max_steps=None, termination=None,
+                       mode="train", transport="ipc", host="127.0.0.1", cpu_affinity="none",
+                       record_steps=False, store_path="", timeouts=RunTimeouts(),
+                       default_agent=None, environments=(), agents=())
     ctx = RunContext("hostile", "r", 0, 1, config, EndpointAllocator(f"hostile-{next(_unique)}"),
                      None)
     component = case.make(ctx, tmp_path)

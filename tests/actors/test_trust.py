@@ -23,6 +23,7 @@ from mosaic.messages import (
     ActuatorSpec,
     BrainSetupRequest,
     BrainSetupResponse,
+    ComponentSpec,
     EnvironmentResetRequest,
     EnvironmentResetResponse,
     EnvironmentStartRequest,
@@ -112,14 +113,14 @@ def test_a_brain_serves_the_muscles_of_its_set_up_only():
         with pytest.raises(RemoteError, match="WrongSender"):  # not set up yet
             muscle.request(MuscleUpdateRequest("agent@env", 1), MuscleUpdateResponse, 5)
         conductor.request(BrainSetupRequest("agent", "brain",
-                                            {"class": "tests.fixtures.agents:CountingBrain"},
+                                            ComponentSpec("tests.fixtures.agents:CountingBrain", {}),
                                             sensors, actuators, 1, "train", ("agent@env",)),
                           BrainSetupResponse, 10)
         muscle.request(MuscleUpdateRequest("agent@env", 1), MuscleUpdateResponse, 5)
         with pytest.raises(RemoteError, match="WrongSender"):
             stranger.request(MuscleUpdateRequest("agent@env", 1), MuscleUpdateResponse, 5)
         with pytest.raises(RemoteError, match="WrongSender"):  # set up once, by its conductor
-            conductor.request(BrainSetupRequest("agent", "brain", {"class": "x:y"}, sensors,
+            conductor.request(BrainSetupRequest("agent", "brain", ComponentSpec("x:y", {}), sensors,
                                                 actuators, 1, "train", ("agent@elsewhere",)),
                               BrainSetupResponse, 10)
     finally:

@@ -41,7 +41,7 @@ def test_tcp_with_keys_on_any_host_resolves_them_against_the_file(
     experiment = load_experiment(path)
     assert experiment.curve_keys == "keys"
     assert experiment.curve_keys_dir == (tmp_path / "sub" / "keys").resolve()
-    assert experiment.run_config(0)["host"] == host
+    assert experiment.run_config(0).host == host
 
 
 def test_an_absolute_key_folder_is_taken_as_it_is(tmp_path: Path) -> None:

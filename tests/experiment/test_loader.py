@@ -323,8 +323,9 @@ def test_cartpole_random_showcases_mixed_placement() -> None:
     experiment = load_experiment(EXAMPLES / "cartpole_random.yml")
     config = experiment.run_config(0)
     assert (experiment.seed, experiment.runs, experiment.episodes) == (42, 1, 20)
-    assert config["environments"][0]["placement"] == "process"
-    assert config["agents"][0]["placement"] == {"brain": "thread", "muscle": "thread"}
+    assert config.environments[0].placement == "process"
+    agent = config.agents[0]
+    assert (agent.brain_placement, agent.muscle_placement) == ("thread", "thread")
 
 
 def test_cartpole_two_runs() -> None:

@@ -28,6 +28,13 @@ from mosaic.core.imports import (
     resolve_env,
 )
 from mosaic.experiment import Experiment, load_experiment
+from mosaic.messages import (
+    ComponentSpec,
+    RunTimeouts,
+    SimulationStartRequest,
+    decode_message,
+    encode_message,
+)
 
 MINIMAL = """\
 uid: minimal
@@ -167,56 +174,60 @@ class TestRunConfig:
     def experiment(self, write: Callable[[str], Path]) -> Experiment:
         return load_experiment(write(TWO_AGENTS))
 
-    def test_is_plain_data_that_survives_json(self, experiment: Experiment) -> None:
-        config = experiment.run_config(1)
+    def test_as_a_dict_it_is_plain_data_that_survives_json(self, experiment: Experiment) -> None:
+        config = experiment.run_config(1).to_dict()
         assert _is_plain(config)
         assert json.loads(json.dumps(config)) == config
+        assert config["agents"][0]["placement"] == {"brain": "process", "muscle": "thread"}
+        assert config["agents"][0]["brain"]["class"] == "mosaic.agents:NoOpBrain"
+
+    def test_it_travels_in_a_message_unchanged(self, experiment: Experiment) -> None:
+        config = experiment.run_config(2)
+        request = SimulationStartRequest("run", 1, config, "inproc://governor")
+        assert decode_message(encode_message(request, 1))[1] == request
 
     def test_placements_are_resolved_per_component(self, experiment: Experiment) -> None:
         config = experiment.run_config(0)
-        assert [env["placement"] for env in config["environments"]] == ["thread", "process"]
-        assert config["agents"][0]["placement"] == {"brain": "process", "muscle": "thread"}
-        assert config["agents"][1]["placement"] == {"brain": "thread", "muscle": "thread"}
+        assert [env.placement for env in config.environments] == ["thread", "process"]
+        left, right = config.agents
+        assert (left.brain_placement, left.muscle_placement) == ("process", "thread")
+        assert (right.brain_placement, right.muscle_placement) == ("thread", "thread")
 
     def test_components_are_normalised_with_merged_params(self, experiment: Experiment) -> None:
-        left, right = experiment.run_config(0)["agents"]
-        assert left["brain"] == {
-            "class": "mosaic.agents:NoOpBrain",
-            "params": {"lr": 0.5, "gamma": 0.9, "layers": [64, 64]},
-        }
-        assert left["muscle"] == {
-            "class": "mosaic.agents:RandomMuscle",
-            "params": {"lr": 0.1, "gamma": 0.9, "layers": [64, 64]},
-        }
-        assert right["brain"] == {"class": "mosaic.agents:NoOpBrain", "params": {}}
-        assert right["muscle"]["params"] == {"eps": 0.2}
+        left, right = experiment.run_config(0).agents
+        assert left.brain == ComponentSpec("mosaic.agents:NoOpBrain",
+                                           {"lr": 0.5, "gamma": 0.9, "layers": [64, 64]})
+        assert left.muscle == ComponentSpec("mosaic.agents:RandomMuscle",
+                                            {"lr": 0.1, "gamma": 0.9, "layers": [64, 64]})
+        assert right.brain == ComponentSpec("mosaic.agents:NoOpBrain", {})
+        assert right.muscle.params == {"eps": 0.2}
 
     def test_run_settings(self, experiment: Experiment) -> None:
         config = experiment.run_config(2)
-        assert config["run_index"] == 2
-        assert config["seed"] == experiment.run_seeds()[2]
-        assert config["experiment_seed"] == 7
-        assert (config["episodes"], config["max_steps"], config["mode"]) == (4, 100, "test")
-        assert (config["transport"], config["host"]) == ("tcp", "127.0.0.1")
-        assert config["record_steps"] is False
-        assert config["timeouts"] == {"setup": 1.0, "step": 2.5, "shutdown": 3.0, "heartbeat": 4.0}
-        assert config["store_path"] == str(experiment.source.parent / "results" / "two.db")
-        assert [env["policy_mapping"] for env in config["environments"]] == [
+        assert config.run_index == 2
+        assert config.seed == experiment.run_seeds()[2]
+        assert config.experiment_seed == 7
+        assert (config.episodes, config.max_steps, config.mode) == (4, 100, "test")
+        assert (config.transport, config.host) == ("tcp", "127.0.0.1")
+        assert config.record_steps is False
+        assert config.timeouts == RunTimeouts(setup=1.0, step=2.5, shutdown=3.0, heartbeat=4.0)
+        assert config.store_path == str(experiment.source.parent / "results" / "two.db")
+        assert [env.policy_mapping for env in config.environments] == [
             {"agent_0": "left"},
             {"agent_0": "right"},
         ]
-        assert config["environments"][0]["kind"] == "gymnasium"
-        assert config["default_agent"] is None
+        assert config.environments[0].kind == "gymnasium"
+        assert config.default_agent is None
 
     def test_single_agent_default_mapping(self, write: Callable[[str], Path]) -> None:
         config = load_experiment(write(MINIMAL)).run_config(0)
-        assert config["environments"][0]["policy_mapping"] is None
-        assert config["default_agent"] == "random"
+        assert config.environments[0].policy_mapping is None
+        assert config.default_agent == "random"
 
     def test_changing_the_result_changes_nothing(self, experiment: Experiment) -> None:
         config = experiment.run_config(0)
-        config["agents"][0]["brain"]["params"]["layers"].append(1)
-        config["environments"][0]["params"]["extra"] = 1
+        config.agents[0].brain.params["layers"].append(1)
+        config.environments[0].params["extra"] = 1
         assert experiment.agents[0].params["layers"] == [64, 64]
         assert experiment.run_config(0) != config
 
@@ -312,9 +323,9 @@ class TestUserCode:
             """
         )
         config = load_experiment(path).run_config(0)
-        assert [env["kind"] for env in config["environments"]] == ["import", "import"]
-        assert config["agents"][0]["brain"]["class"] == f"{name}:Learner"
-        assert config["agents"][0]["muscle"]["class"] == f"{name}:Nested.Actor"
+        assert [env.kind for env in config.environments] == ["import", "import"]
+        assert config.agents[0].brain.class_path == f"{name}:Learner"
+        assert config.agents[0].muscle.class_path == f"{name}:Nested.Actor"
 
     def test_module_failing_at_import_is_reported_with_its_error(
         self, write: Callable[[str], Path], user_module: Callable[[str], str]
@@ -416,8 +427,8 @@ class TestImports:
             """
         )
         config = load_experiment(path).run_config(0)
-        assert config["environments"][0]["kind"] == "pettingzoo"
-        assert config["environments"][0]["policy_mapping"] == {"player_0": "a", "player_1": "b"}
+        assert config.environments[0].kind == "pettingzoo"
+        assert config.environments[0].policy_mapping == {"player_0": "a", "player_1": "b"}
 
 
 class TestConfigError:

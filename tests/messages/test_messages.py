@@ -80,7 +80,8 @@ SCHEMA: dict[str, tuple[type, tuple[str, ...]]] = {
     "AgentSetupResponse": (Response, ("agent_uid", "muscle_endpoints")),
     "BrainSetupRequest": (
         Request,
-        ("agent_uid", "brain_uid", "brain", "sensors", "actuators", "seed", "mode", "muscles"),
+        ("agent_uid", "brain_uid", "brain", "sensors", "actuators", "seed", "mode", "muscles",
+         "checkpoints"),
     ),
     "BrainSetupResponse": (Response, ("brain_uid",)),
     "MuscleSetupRequest": (
@@ -95,6 +96,8 @@ SCHEMA: dict[str, tuple[type, tuple[str, ...]]] = {
             "seed",
             "mode",
             "brain_endpoint",
+            "brain_timeout",
+            "checkpoint_every",
         ),
     ),
     "MuscleSetupResponse": (Response, ("muscle_uid",)),
@@ -116,6 +119,20 @@ SCHEMA: dict[str, tuple[type, tuple[str, ...]]] = {
     "EnvironmentConductorShutdownResponse": (Response, ("run_uid", "killed")),
     "AgentConductorShutdownRequest": (Request, ("run_uid",)),
     "AgentConductorShutdownResponse": (Response, ("run_uid", "killed")),
+    # A run's configuration, carried by the start and set-up messages.
+    "MusclePlan": (Record, ("environment", "sensors", "actuators", "seed")),
+    "ComponentSpec": (Record, ("class_path", "params")),
+    "LoadSpec": (Record, ("phase", "agent", "run", "experiment")),
+    "CheckpointPaths": (Record, ("save", "load")),
+    "EnvironmentPlan": (Record, ("uid", "env", "kind", "params", "placement", "policy_mapping")),
+    "AgentPlan": (Record, ("uid", "brain", "muscle", "brain_placement", "muscle_placement",
+                           "load", "checkpoint_every", "checkpoints")),
+    "RunTimeouts": (Record, ("setup", "step", "shutdown", "heartbeat")),
+    "TerminationSpec": (Record, ("reward_threshold", "window", "condition")),
+    "RunConfig": (Record, ("experiment", "run_index", "phase", "phase_index", "phases", "seed",
+                           "experiment_seed", "episodes", "max_steps", "termination", "mode",
+                           "transport", "host", "cpu_affinity", "record_steps", "store_path",
+                           "timeouts", "default_agent", "environments", "agents")),
 }
 
 MOSAIC_CLASSES = {
@@ -176,13 +193,19 @@ def _sample(annotation: Any) -> Any:
         return SensorSpec("slot_0", _SPACE)
     if annotation is ActuatorSpec:
         return ActuatorSpec("slot_0", space_to_dict(spaces.Discrete(4)))
+    if isinstance(annotation, type) and issubclass(annotation, Record):
+        return _instance(annotation)
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Literal:
+        return args[-1]
     if origin is dict:
         return {"slot_0": _sample(args[1])}
     if origin is tuple:
         return (_sample(args[0]), _sample(args[0]))
     if type(None) in args:  # X | None: the non-None side is the harder case
         return _sample(next(arg for arg in args if arg is not type(None)))
+    if args:  # a union of other types: its last option
+        return _sample(args[-1])
     raise AssertionError(f"no sample for {annotation!r}")
 
 

@@ -1,0 +1,209 @@
+"""A run's configuration as typed records: what orchestration, conductors and actors are given.
+
+:meth:`mosaic.experiment.Experiment.run_config` builds a :class:`RunConfig` from a validated
+experiment file; the components of the run read its fields, never keys of a dict. The records
+are :class:`~mosaic.messages.Record` types, so they travel inside messages (the codec encodes
+them like any other record) and are validated when built and when decoded.
+:meth:`RunConfig.to_dict` gives the same configuration as plain data, for the store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from mosaic.messages._base import Record
+
+__all__ = [
+    "AgentPlan",
+    "CheckpointPaths",
+    "ComponentSpec",
+    "EnvironmentPlan",
+    "LoadSpec",
+    "PlacementName",
+    "RunConfig",
+    "RunTimeouts",
+    "TerminationSpec",
+    "TransportName",
+]
+
+#: Where a component runs: a thread of the mosaic process, or a process of its own.
+PlacementName = Literal["thread", "process"]
+#: How process-placed components are reached; thread-placed ones always use inproc.
+TransportName = Literal["ipc", "tcp"]
+
+
+@dataclass(frozen=True, slots=True)
+class ComponentSpec(Record):
+    """A brain or a muscle to build: its class path and its parameters.
+
+    ``params`` are the agent's ``params`` overridden key by key (shallowly) by the brain's or
+    muscle's own.
+    """
+
+    class_path: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSpec(Record):
+    """Where an agent's brain starts from: a checkpoint of ``phase`` (see the file's ``load:``).
+
+    ``agent``, ``run`` and ``experiment`` default to the agent itself, the latest run and this
+    experiment.
+    """
+
+    phase: str
+    agent: str | None = None
+    run: str | None = None
+    experiment: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointPaths(Record):
+    """Where a brain saves its state at the end of the phase, and what it loads first (if any)."""
+
+    save: str
+    load: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EnvironmentPlan(Record):
+    """One environment of a run.
+
+    ``kind`` is ``"gymnasium"``, ``"pettingzoo"`` or ``"import"`` (see
+    :func:`~mosaic.core.imports.parse_env_reference`); ``placement`` is resolved (``"thread"``
+    or ``"process"``); ``policy_mapping`` is the file's mapping, or ``None`` when the file has
+    none, which happens only with exactly one agent and means "every env agent id maps to it".
+    """
+
+    uid: str
+    env: str
+    kind: str
+    params: dict[str, Any]
+    placement: PlacementName
+    policy_mapping: dict[str, str] | None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentPlan(Record):
+    """One agent of a run: its brain and muscle, where each runs, and its checkpoints.
+
+    ``checkpoints`` is set by the executor before the run starts (``None`` until then).
+    """
+
+    uid: str
+    brain: ComponentSpec
+    muscle: ComponentSpec
+    brain_placement: PlacementName
+    muscle_placement: PlacementName
+    load: LoadSpec | None = None
+    checkpoint_every: int = 0
+    checkpoints: CheckpointPaths | None = None
+
+    def acts_in(self, environment: EnvironmentPlan, agent_count: int) -> bool:
+        """True if this agent acts in ``environment`` (of a run with ``agent_count`` agents)."""
+        mapping = environment.policy_mapping
+        return agent_count == 1 if mapping is None else self.uid in mapping.values()
+
+
+@dataclass(frozen=True, slots=True)
+class RunTimeouts(Record):
+    """Seconds allowed for: starting and setting up one component; one update; one shutdown;
+    the silence of a component process before it counts as hung (see mosaic.runtime.heartbeat).
+    """
+
+    setup: float = 30.0
+    step: float = 60.0
+    shutdown: float = 5.0
+    heartbeat: float = 2.5
+
+
+@dataclass(frozen=True, slots=True)
+class TerminationSpec(Record):
+    """When a phase ends early: the mean return of the last ``window`` episodes reaches
+    ``reward_threshold``, or ``condition`` (an import path of ``fn(stats) -> bool``) says so."""
+
+    reward_threshold: float | None = None
+    window: int = 100
+    condition: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig(Record):
+    """Everything one run needs in one phase.
+
+    ``seed`` is this run's seed (derived from ``experiment_seed`` and ``run_index``);
+    ``max_steps`` ``None`` means the environment's own limit; ``default_agent`` is the one
+    agent's uid when the run has exactly one agent; ``mode``, ``episodes``, ``max_steps``,
+    ``termination``, ``environments`` and ``agents`` are the phase's.
+    """
+
+    experiment: str
+    run_index: int
+    phase: str
+    phase_index: int
+    phases: int
+    seed: int
+    experiment_seed: int
+    episodes: int
+    max_steps: int | None
+    termination: TerminationSpec | None
+    mode: Literal["train", "test"]
+    transport: TransportName
+    host: str
+    cpu_affinity: str | int
+    record_steps: bool
+    store_path: str
+    timeouts: RunTimeouts
+    default_agent: str | None
+    environments: tuple[EnvironmentPlan, ...]
+    agents: tuple[AgentPlan, ...]
+
+    def agent(self, uid: str) -> AgentPlan:
+        """The agent ``uid``; :class:`KeyError` if the run has none of that name."""
+        for agent in self.agents:
+            if agent.uid == uid:
+                return agent
+        raise KeyError(uid)
+
+    def component_count(self) -> int:
+        """How many components the run sets up: each environment, and each brain and muscle."""
+        return len(self.environments) + 2 * len(self.agents)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The configuration as plain data (str, int, float, bool, None, lists and dicts).
+
+        This is the layout the store keeps in ``experiments.config``: an agent's brain and
+        muscle are ``{"class", "params"}`` and its placement ``{"brain", "muscle"}``.
+        """
+        plain: dict[str, Any] = {field.name: _plain(getattr(self, field.name))
+                                 for field in dataclasses.fields(self)}
+        plain["agents"] = [_agent_dict(agent) for agent in self.agents]
+        return plain
+
+
+def _agent_dict(agent: AgentPlan) -> dict[str, Any]:
+    plain: dict[str, Any] = {
+        "uid": agent.uid,
+        "brain": {"class": agent.brain.class_path, "params": _plain(agent.brain.params)},
+        "muscle": {"class": agent.muscle.class_path, "params": _plain(agent.muscle.params)},
+        "placement": {"brain": agent.brain_placement, "muscle": agent.muscle_placement},
+        "load": _plain(agent.load),
+        "checkpoint_every": agent.checkpoint_every,
+    }
+    if agent.checkpoints is not None:
+        plain["checkpoint"] = _plain(agent.checkpoints)
+    return plain
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {field.name: _plain(getattr(value, field.name))
+                for field in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value

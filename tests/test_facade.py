@@ -1,0 +1,41 @@
+"""The package's façade: what a user writes against resolves, and costs nothing until used."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+import mosaic
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_every_public_name_resolves_to_the_object_of_its_home() -> None:
+    for name in mosaic.__all__:
+        value = getattr(mosaic, name)
+        if name != "__version__":
+            assert value is getattr(importlib.import_module(mosaic._HOMES[name]), name)
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        mosaic.Nope  # noqa: B018
+
+
+def test_the_facade_names_what_a_user_writes_against() -> None:
+    assert issubclass(mosaic.RandomMuscle, mosaic.Muscle)
+    assert issubclass(mosaic.NoOpBrain, mosaic.Brain)
+    assert issubclass(mosaic.ConfigError, mosaic.MosaicError)
+    assert callable(mosaic.load_experiment) and callable(mosaic.open_store)
+
+
+def test_importing_mosaic_loads_no_heavy_dependency() -> None:
+    code = (
+        "import sys, mosaic\n"
+        "heavy = [m for m in sys.modules\n"
+        "         if m.split('.')[0] in ('pydantic', 'sqlalchemy', 'zmq', 'gymnasium', 'yaml')]\n"
+        "print(sorted(heavy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=50, check=True).stdout
+    assert out.strip() == "[]"
