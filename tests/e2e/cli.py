@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import subprocess
@@ -43,10 +44,8 @@ def signal_and_time(proc: subprocess.Popen[str], *signals: int, gap: float = 0.0
         if index:
             time.sleep(gap)
         os.kill(target, sig)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        pass
     return time.monotonic() - sent
 
 
@@ -117,17 +116,18 @@ CARTPOLE = """\
         params: {params}
     agents:
       - uid: random
-        muscle: mosaic.agents:RandomMuscle
+        muscle: {muscle}
 """
 
 
 def cartpole(uid: str = "t", runs: int = 1, episodes: int = 3, placement: str = "thread",
              env: str = "gymnasium:CartPole-v1", params: str = "{}", seed: int = 7,
-             **settings: str) -> str:
-    """An experiment of CartPole and a random muscle; ``settings`` are further top-level keys."""
+             muscle: str = "mosaic.agents:RandomMuscle", **settings: str) -> str:
+    """An experiment of CartPole and one agent, ``random``, whose muscle is ``muscle`` (a class
+    path, or ``{class: ..., params: {...}}``); ``settings`` are further top-level keys."""
     lines = "".join(f"\n    {key}: {value}" for key, value in settings.items())
     return CARTPOLE.format(uid=uid, seed=seed, runs=runs, episodes=episodes, placement=placement,
-                           settings=lines, env=env, params=params)
+                           settings=lines, env=env, params=params, muscle=muscle)
 
 
 STAGED = """\
