@@ -18,24 +18,23 @@ deterministic for a given seed.
 
 from __future__ import annotations
 
+import argparse
 import os
+import sys
+import tempfile
+import time
+from pathlib import Path
 
 # The networks are tiny: BLAS threads only contend for the cores (and with other processes,
 # which made a run several times slower on a busy machine). Set before NumPy loads.
 for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_variable, "1")
 
-import argparse
-import sys
-import tempfile
-import time
-from pathlib import Path
+import gymnasium  # noqa: E402
+import numpy as np  # noqa: E402
 
-import gymnasium
-import numpy as np
-
-from mosaic.agents import NoOpBrain, RandomMuscle
-from mosaic.agents.learners import (
+from mosaic.agents import NoOpBrain, RandomMuscle  # noqa: E402
+from mosaic.agents.learners import (  # noqa: E402
     Harness,
     PolicyGradientBrain,
     PolicyGradientMuscle,

@@ -99,9 +99,12 @@ def full_stack(folder: Path, episodes: int, env_placement: str, agent_placement:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--episodes", type=int, default=1000, help="CartPole episodes per configuration")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per configuration (median reported)")
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--episodes", type=int, default=1000,
+                        help="CartPole episodes per configuration")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="runs per configuration (median reported)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="mosaic-bench-") as tmp:
@@ -111,20 +114,24 @@ def main() -> None:
         for name, env_placement, agent_placement, record in CONFIGS:
             samples = []
             for _ in range(args.repeat):
-                samples.append(full_stack(folder, args.episodes, env_placement, agent_placement, record))
+                samples.append(full_stack(folder, args.episodes, env_placement, agent_placement,
+                                          record))
                 # The baseline is measured between the runs, so both see the same machine load.
                 baselines.append(in_process(samples[-1]["steps"]))
-            rows.append((name, {key: statistics.median(s[key] for s in samples) for key in samples[0]}))
+            rows.append((name, {key: statistics.median(s[key] for s in samples)
+                                for key in samples[0]}))
         baseline = statistics.median(baselines)
 
     print(f"in-process Gymnasium loop: {baseline:,.0f} steps/s (median of {len(baselines)})")
-    print(f"{'configuration':<26}{'steps/s':>10}{'x in-process':>14}{'start-up':>11}{'shut-down':>11}")
+    print(f"{'configuration':<26}{'steps/s':>10}{'x in-process':>14}"
+          f"{'start-up':>11}{'shut-down':>11}")
     for name, row in rows:
         print(f"{name:<26}{row['steps_per_s']:>10,.0f}{row['steps_per_s'] / baseline:>14.4f}"
               f"{row['startup_s']:>10.2f}s{row['shutdown_s']:>10.2f}s")
     by_name = dict(rows)
     for placement in ("processes", "threads"):
-        cost = 1 - by_name[f"{placement}, recording"]["steps_per_s"] / by_name[f"{placement}, no recording"]["steps_per_s"]
+        cost = 1 - (by_name[f"{placement}, recording"]["steps_per_s"]
+                    / by_name[f"{placement}, no recording"]["steps_per_s"])
         print(f"cost of recording every step ({placement}): {cost:.1%} of throughput")
 
 

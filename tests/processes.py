@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from pathlib import Path
@@ -29,10 +30,8 @@ def tagged_processes(tag: str) -> list[int]:
 
 def kill_all(pids: list[int]) -> None:
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def children_of(parent: int) -> dict[int, str]:
@@ -55,14 +54,10 @@ def kill_and_reap_children() -> dict[int, str]:
     found = children_of(os.getpid())
     for pid, state in found.items():
         if state != "Z":
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:
+        with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
     return found
 
 

@@ -58,7 +58,7 @@ def test_the_next_event_after_the_window_summarises_the_last(limited):
 
 
 def test_a_forced_flush_summarises_at_once_and_a_quiet_one_logs_nothing(limited):
-    limiter, clock, caplog = limited
+    limiter, _clock, caplog = limited
     limiter.flush(force=True)
     for _ in range(4):
         limiter.allow("A")
@@ -68,7 +68,7 @@ def test_a_forced_flush_summarises_at_once_and_a_quiet_one_logs_nothing(limited)
 
 
 def test_kinds_beyond_the_limit_share_one_count(limited):
-    limiter, clock, caplog = limited
+    limiter, _clock, caplog = limited
     for index in range(MAX_KINDS + 100):
         for _ in range(5):
             limiter.allow(f"kind-{index}")

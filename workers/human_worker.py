@@ -19,6 +19,7 @@ A terminal that cannot be opened at start gives exit code 2 with the reason on s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from typing import Any
@@ -32,7 +33,7 @@ from mosaic.operators.worker.runtime import (
     run_worker,
 )
 
-__all__ = ["HumanPolicy", "PROMPT", "main"]
+__all__ = ["PROMPT", "HumanPolicy", "main"]
 
 #: Printed before each read; tests and wrappers can wait for it.
 PROMPT = "choose action> "
@@ -95,10 +96,8 @@ class HumanPolicy(BasePolicy):
 
     def close(self) -> None:
         """Close the terminal device."""
-        try:
+        with contextlib.suppress(OSError):
             os.close(self._fd)
-        except OSError:
-            pass
 
     # -- internals --
 

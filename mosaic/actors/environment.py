@@ -46,8 +46,10 @@ class EnvironmentActor(Component):
     def _start(self, request: EnvironmentStartRequest) -> EnvironmentStartResponse:
         self.check_import(request.env)
         self._env = make_environment(request.env, request.params)
-        sensors = tuple(SensorSpec(slot, space_to_dict(obs)) for slot, (obs, _) in self._env.slots.items())
-        actuators = tuple(ActuatorSpec(slot, space_to_dict(act)) for slot, (_, act) in self._env.slots.items())
+        sensors = tuple(SensorSpec(slot, space_to_dict(obs))
+                        for slot, (obs, _) in self._env.slots.items())
+        actuators = tuple(ActuatorSpec(slot, space_to_dict(act))
+                          for slot, (_, act) in self._env.slots.items())
         return EnvironmentStartResponse(self.uid, sensors, actuators)
 
     @handles(EnvironmentResetRequest)

@@ -60,7 +60,8 @@ class ProgressLine:
 def _mean(result: RunResult) -> str:
     """The mean return; per agent when several agents share the environments."""
     if len(result.agent_means) > 1:
-        return " ".join(f"{agent} {value:.2f}" for agent, value in sorted(result.agent_means.items()))
+        return " ".join(f"{agent} {value:.2f}"
+                        for agent, value in sorted(result.agent_means.items()))
     return f"{result.mean_return:.2f}" if result.mean_return is not None else "-"
 
 
@@ -89,8 +90,8 @@ def format_summary(results: list[RunResult], store_path: str) -> str:
                      f"{r.wall_time:.2f} s", f"{rate:,.0f}", (r.digest or "-")[:16]))
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
               for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     total_steps = sum(r.steps for r in results)
     total_episodes = sum(r.episodes for r in results)
     lines.append("")

@@ -35,7 +35,8 @@ class Conductor(Component):
         self.credentials = ctx.credentials
         self._placed: list[Placed] = []
 
-    def place(self, kind: str, uid: str, placement: PlacementKind, *, reachable_from_process: bool) -> Placed:
+    def place(self, kind: str, uid: str, placement: PlacementKind, *,
+              reachable_from_process: bool) -> Placed:
         """Start component ``uid`` of ``kind`` in a thread or process; blocks until it is bound."""
         ctx = self.ctx
         cpu = ctx.hot_cpu if kind in HOT_LOOP_KINDS else None
@@ -44,7 +45,8 @@ class Conductor(Component):
         if prelaunched is not None:
             placed = prelaunched.wait_bound(ctx.timeouts.setup, ctx.check)
         else:
-            endpoint = ctx.endpoints.for_placement(uid, reachable_from_process or placement == "process")
+            endpoint = ctx.endpoints.for_placement(
+                uid, reachable_from_process or placement == "process")
             placed = place(component_path(kind), kind, uid, placement, endpoint,
                            cpu=cpu, timeout=ctx.timeouts.setup, check=ctx.check,
                            heartbeat_timeout=ctx.timeouts.heartbeat, trust=ctx.trust)

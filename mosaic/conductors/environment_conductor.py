@@ -28,7 +28,9 @@ class EnvironmentConductor(Conductor):
         return EnvironmentSetupResponse(request.environment_uid, placed.endpoint)
 
     @handles(EnvironmentConductorShutdownRequest)
-    def _shutdown(self, request: EnvironmentConductorShutdownRequest) -> EnvironmentConductorShutdownResponse:
+    def _shutdown(
+        self, request: EnvironmentConductorShutdownRequest
+    ) -> EnvironmentConductorShutdownResponse:
         killed = self.reap()
         self.request_stop()
         return EnvironmentConductorShutdownResponse(request.run_uid, killed)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mosaic.actors.kinds import component_path
 from mosaic.core.errors import ComponentDied, ComponentHung, RunCancelled

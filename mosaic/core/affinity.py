@@ -19,6 +19,7 @@ and a pinned process then starts, stops or even dies of SIGKILL that much later.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import logging
 import os
@@ -162,10 +163,8 @@ def unpin_process(pid: int) -> None:
     except OSError:
         return
     for tid in tasks:
-        try:
+        with contextlib.suppress(OSError):  # the thread has ended, or is not ours to move
             _set_affinity(tid, cpus)
-        except OSError:
-            pass  # the thread has ended, or is not ours to move
 
 
 def _claims_folder() -> Path:

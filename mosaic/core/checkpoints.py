@@ -31,7 +31,8 @@ def checkpoint_path(root: Path, experiment: str, run: str, phase: str, agent: st
     return root / experiment / run / phase / f"{agent}.npz"
 
 
-def find_checkpoint(root: Path, experiment: str, phase: str, agent: str, run: str | None = None) -> Path:
+def find_checkpoint(root: Path, experiment: str, phase: str, agent: str,
+                    run: str | None = None) -> Path:
     """The checkpoint of ``agent`` after ``phase``: of ``run`` (uid or unique prefix) if given,
     else of the newest run of ``experiment`` that saved one. Raises :class:`CheckpointError`."""
     folder = root / experiment
@@ -58,7 +59,8 @@ def save_state(path: str | Path, state: dict[str, np.ndarray]) -> None:
         if value.dtype == object:
             raise CheckpointError(f"checkpoint entry {name!r} is an object array; only plain "
                                   "NumPy data can be saved")
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}-", suffix=".npz")
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}-",
+                                         suffix=".npz")
     try:
         with os.fdopen(handle, "wb") as stream:
             np.savez(stream, **arrays)  # type: ignore[arg-type]  # NumPy's stubs: **kwds: bool

@@ -7,25 +7,25 @@ whole family with one clause. Messages say what went wrong and what to do about 
 from __future__ import annotations
 
 __all__ = [
-    "MosaicError",
-    "ConfigError",
     "CodecError",
-    "UnknownMessageType",
-    "MessageFieldError",
-    "FrameTooLarge",
-    "ProtocolVersionMismatch",
-    "MalformedFrame",
-    "TransportError",
-    "RequestTimeout",
     "ComponentDied",
-    "RunCancelled",
-    "RemoteError",
+    "ConfigError",
+    "FrameTooLarge",
     "IllegalTransition",
+    "MalformedFrame",
+    "MessageFieldError",
+    "MosaicError",
+    "ProtocolVersionMismatch",
+    "RemoteError",
+    "RequestTimeout",
+    "RunCancelled",
     "StoreError",
-    "WorkerError",
-    "WorkerTimeout",
+    "TransportError",
+    "UnknownMessageType",
     "WorkerCrashed",
+    "WorkerError",
     "WorkerProtocolError",
+    "WorkerTimeout",
 ]
 
 

@@ -23,8 +23,8 @@ def space_to_dict(space: spaces.Space[Any]) -> dict[str, Any]:
     """Describe ``space`` as a dict of codec-packable values, tagged by ``"type"``.
 
     ``space_from_dict(space_to_dict(space)) == space`` for every supported space. Raises
-    :class:`~mosaic.core.errors.CodecError` naming the type of an unsupported space (subclasses of the
-    supported ones included, since they could not be rebuilt as themselves).
+    :class:`~mosaic.core.errors.CodecError` naming the type of an unsupported space (subclasses
+    of the supported ones included, since they could not be rebuilt as themselves).
     """
     describe = _DESCRIBERS.get(type(space))
     if describe is None:
@@ -38,8 +38,8 @@ def space_to_dict(space: spaces.Space[Any]) -> dict[str, Any]:
 def space_from_dict(data: dict[str, Any]) -> spaces.Space[Any]:
     """Rebuild the space that :func:`space_to_dict` described.
 
-    Raises :class:`~mosaic.core.errors.CodecError` if ``data`` names an unknown space type or does not
-    describe a valid space (a missing key, a wrong value).
+    Raises :class:`~mosaic.core.errors.CodecError` if ``data`` names an unknown space type or
+    does not describe a valid space (a missing key, a wrong value).
     """
     if not isinstance(data, dict):
         raise CodecError(f"a space description must be a dict, got {type(data).__name__}")

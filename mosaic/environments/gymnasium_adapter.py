@@ -21,7 +21,8 @@ def _mask(info: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class GymnasiumAdapter(EnvironmentAdapter):
-    """Wraps a ``gymnasium.Env``; ``info["action_mask"]``, when present, becomes the legal actions."""
+    """Wraps a ``gymnasium.Env``; ``info["action_mask"]``, when present, becomes the legal
+    actions."""
 
     def __init__(self, env: gymnasium.Env[Any, Any]) -> None:
         self.env = env

@@ -14,7 +14,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mosaic.core.imports import ImportPathError, import_object
     from mosaic.experiment.loader import format_location, load_experiment
     from mosaic.experiment.schema import (
         AgentConfig,
@@ -31,11 +30,11 @@ if TYPE_CHECKING:
     )
 
 _HOMES = {
-    "ImportPathError": "imports", "import_object": "imports",
     "format_location": "loader", "load_experiment": "loader",
-    **{name: "schema" for name in ("AgentConfig", "AgentPlacement", "BrainSpec", "EnvironmentConfig",
-                                   "Experiment", "ExperimentFile", "MuscleSpec", "Placement",
-                                   "StoreConfig", "Timeouts", "Transport")},
+    **{name: "schema" for name in ("AgentConfig", "AgentPlacement", "BrainSpec",
+                                   "EnvironmentConfig", "Experiment", "ExperimentFile",
+                                   "MuscleSpec", "Placement", "StoreConfig", "Timeouts",
+                                   "Transport")},
 }
 
 __all__ = [

@@ -371,7 +371,9 @@ class PhaseConfig(_Model):
     agents: Annotated[list[AgentConfig], Field(min_length=1)] | None = Field(
         default=None, description="a list of agents"
     )
-    termination: TerminationConfig | None = Field(default=None, description=TerminationConfig.expected)
+    termination: TerminationConfig | None = Field(
+        default=None, description=TerminationConfig.expected
+    )
 
 
 class StoreConfig(_Model):
@@ -444,7 +446,9 @@ class ExperimentFile(_Model):
     )
     store: StoreConfig = Field(default=StoreConfig(), description="a mapping")
     timeouts: Timeouts = Field(default=Timeouts(), description="a mapping")
-    termination: TerminationConfig | None = Field(default=None, description=TerminationConfig.expected)
+    termination: TerminationConfig | None = Field(
+        default=None, description=TerminationConfig.expected
+    )
     phases: Annotated[list[PhaseConfig], Field(min_length=1)] | None = Field(
         default=None, description="a list of phases"
     )
@@ -665,7 +669,8 @@ class Experiment(ExperimentFile):
                                                  TerminationConfig | None]:
         """The effective settings of a phase: each inherits what it does not set."""
         name, mode, episodes, max_steps = DEFAULT_PHASE, self.mode, self.episodes, self.max_steps
-        environments, agents, termination = list(self.environments), list(self.agents), self.termination
+        environments, agents = list(self.environments), list(self.agents)
+        termination = self.termination
         for phase in (self.phases or [])[: phase_index + 1]:
             name = phase.name
             mode = phase.mode or mode
@@ -693,8 +698,10 @@ class Experiment(ExperimentFile):
             raise IndexError(f"run_index {run_index} is out of range for {self.runs} run(s)")
         phase_count = len(self.phase_names())
         if not 0 <= phase_index < phase_count:
-            raise IndexError(f"phase_index {phase_index} is out of range for {phase_count} phase(s)")
-        phase, mode, episodes, max_steps, environments, agents, termination = self._phase(phase_index)
+            raise IndexError(f"phase_index {phase_index} is out of range for "
+                             f"{phase_count} phase(s)")
+        (phase, mode, episodes, max_steps,
+         environments, agents, termination) = self._phase(phase_index)
         return RunConfig(
             experiment=self.uid,
             run_index=int(run_index),

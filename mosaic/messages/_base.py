@@ -241,7 +241,7 @@ def _compile(cls: type, fields: tuple[_Field, ...]) -> tuple[Callable[[Any], Any
     decode.append("    return self")
     validate.append("    return None")
     source = "\n".join(decode) + "\n\n" + "\n".join(validate) + "\n"
-    exec(compile(source, f"<mosaic schema {cls.__qualname__}>", "exec"), namespace)  # noqa: S102
+    exec(compile(source, f"<mosaic schema {cls.__qualname__}>", "exec"), namespace)
     return namespace["decode"], namespace["validate"]
 
 

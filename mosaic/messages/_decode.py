@@ -262,6 +262,6 @@ def decode_frame(data: Any, max_bytes: int) -> Any:
 def _reason(exc: BaseException) -> str:
     try:  # str() of an exception about hostile data can itself fail (a huge int, say)
         text = str(exc)
-    except Exception:  # noqa: BLE001 - any failure just means no text
+    except Exception:  # any failure just means no text
         text = "?"
     return f"{type(exc).__name__}: {text[:200]}"

@@ -10,7 +10,6 @@ from mosaic.messages.common import ActuatorSpec, SensorSpec
 from mosaic.messages.run_config import AgentPlan, CheckpointPaths, ComponentSpec
 
 __all__ = [
-    "MusclePlan",
     "AgentSetupRequest",
     "AgentSetupResponse",
     "AgentUpdateRequest",
@@ -19,6 +18,7 @@ __all__ = [
     "BrainSetupResponse",
     "BrainShutdownRequest",
     "BrainShutdownResponse",
+    "MusclePlan",
     "MuscleSetupRequest",
     "MuscleSetupResponse",
     "MuscleShutdownRequest",

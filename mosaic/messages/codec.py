@@ -61,8 +61,8 @@ def pack(obj: Any) -> bytes:
     """Encode ``obj`` as msgpack bytes that :func:`unpack` turns back into an equal value.
 
     Types are preserved exactly (see the module docstring). Raises
-    :class:`~mosaic.core.errors.CodecError` naming the type of a value that cannot be encoded, or when
-    containers nest deeper than msgpack's limit (about 1000 levels). Thread-safe.
+    :class:`~mosaic.core.errors.CodecError` naming the type of a value that cannot be encoded,
+    or when containers nest deeper than msgpack's limit (about 1000 levels). Thread-safe.
     """
     return encode_value(obj)
 
@@ -74,8 +74,8 @@ def encode_message(message: Message, correlation_id: int = 0) -> bytes:
     """Encode ``message`` in the envelope ``[PROTOCOL_VERSION, correlation_id, tag, fields]``.
 
     ``correlation_id`` pairs a response with its request: an int in ``[0, 2**64)``. Raises
-    :class:`~mosaic.core.errors.CodecError` if ``message`` is not a registered message, the id is out
-    of range, or a field holds a value :func:`pack` cannot encode. Thread-safe.
+    :class:`~mosaic.core.errors.CodecError` if ``message`` is not a registered message, the id is
+    out of range, or a field holds a value :func:`pack` cannot encode. Thread-safe.
     """
     kind = type(message)
     spec = _MESSAGE_SPECS.get(kind)
@@ -93,10 +93,11 @@ def encode_message(message: Message, correlation_id: int = 0) -> bytes:
 def unpack(data: BytesLike, *, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> Any:
     """Decode bytes made by :func:`pack`.
 
-    Raises :class:`~mosaic.core.errors.FrameTooLarge` if ``data`` is longer than ``max_bytes`` (before
-    parsing), :class:`~mosaic.core.errors.MalformedFrame` for anything that is not a valid encoding,
-    and :class:`~mosaic.core.errors.UnknownMessageType` / :class:`~mosaic.core.errors.MessageFieldError`
-    for a nested record this side does not know or whose fields do not fit. Nothing else.
+    Raises :class:`~mosaic.core.errors.FrameTooLarge` if ``data`` is longer than ``max_bytes``
+    (before parsing), :class:`~mosaic.core.errors.MalformedFrame` for anything that is not a
+    valid encoding, and :class:`~mosaic.core.errors.UnknownMessageType` /
+    :class:`~mosaic.core.errors.MessageFieldError` for a nested record this side does not know
+    or whose fields do not fit. Nothing else.
     Decoded arrays are writable and own their memory. Thread-safe.
     """
     return decode_frame(data, max_bytes)

@@ -295,8 +295,9 @@ class OperatorMuscle(Muscle):
     operator, waiting at most ``timeout`` seconds for a worker; ``None`` becomes
     ``params.noop_action`` if given, else the space's no-op (for a ``Discrete`` space its start,
     0, or the first legal action when 0 is not legal; zeros for ``Box``; see
-    :func:`mosaic.operators.worker.runtime.noop_action`). ``feedback`` forwards to ``on_step_result``
-    and, when the episode ended, to the optional ``on_episode_end`` hook; it returns no experience.
+    :func:`mosaic.operators.worker.runtime.noop_action`). ``feedback`` forwards to
+    ``on_step_result`` and, when the episode ended, to the optional ``on_episode_end`` hook; it
+    returns no experience.
     ``teardown`` stops every worker, each within ``stop_timeout`` (stop command, EOF, SIGTERM,
     SIGKILL), and never raises. Every operator failure raises :class:`OperatorError`.
     """

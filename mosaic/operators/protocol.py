@@ -47,6 +47,8 @@ __all__ = [
     "CMD_STOP",
     "COMMANDS",
     "MAX_LINE_BYTES",
+    "RESPONSES",
+    "RESPONSE_FIELDS",
     "RESP_ACTION_SELECTED",
     "RESP_AGENT_READY",
     "RESP_EPISODE_END",
@@ -55,8 +57,6 @@ __all__ = [
     "RESP_READY",
     "RESP_STEP",
     "RESP_STOPPED",
-    "RESPONSES",
-    "RESPONSE_FIELDS",
     "ProtocolError",
     "UnknownCommand",
     "ansi_payload",
@@ -312,9 +312,12 @@ def parse_command(line: bytes | str) -> dict[str, Any]:
     if cmd not in COMMANDS:
         raise UnknownCommand(cmd)
     _check_fields(obj, cmd, COMMAND_FIELDS[cmd])
-    if cmd == CMD_SELECT_ACTION and obj.get("legal_actions") is not None:
-        if obj.get("action_mask") is not None:
-            raise ProtocolError("'select_action' takes legal_actions or action_mask, not both")
+    if (
+        cmd == CMD_SELECT_ACTION
+        and obj.get("legal_actions") is not None
+        and obj.get("action_mask") is not None
+    ):
+        raise ProtocolError("'select_action' takes legal_actions or action_mask, not both")
     return obj
 
 

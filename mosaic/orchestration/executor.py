@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mosaic.conductors.run_context import RunContext
 from mosaic.core.affinity import available_cpus, choose_cpu, pin_thread
@@ -27,11 +27,11 @@ from mosaic.core.checkpoints import (
 from mosaic.core.errors import MosaicError
 from mosaic.core.seeding import phase_seed
 from mosaic.messages import (
+    CheckpointPaths,
     ExperimentRunFinishedNotice,
     ExperimentRunShutdownRequest,
     ExperimentShutdownResponse,
     ExperimentStartRequest,
-    CheckpointPaths,
     ExperimentStartResponse,
     RunConfig,
     names,
@@ -137,7 +137,8 @@ class Executor:
         if threading.current_thread() is not threading.main_thread():
             yield
             return
-        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        previous = {sig: signal.signal(sig, self._on_signal)
+                    for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             yield
         finally:
@@ -162,13 +163,15 @@ class Executor:
             seeds = experiment.run_seeds()
             if self.jobs == 1:
                 for index, seed in enumerate(seeds):
-                    results.extend(self._run_phases(experiment_id, prefix, index, seed, self.hot_cpu))
+                    results.extend(
+                        self._run_phases(experiment_id, prefix, index, seed, self.hot_cpu))
             else:
                 results = self._run_concurrently(experiment_id, prefix, seeds)
             self.store.flush(FLUSH_TIMEOUT_S)
         return results
 
-    def _run_concurrently(self, experiment_id: int, prefix: str, seeds: list[int]) -> list[RunResult]:
+    def _run_concurrently(self, experiment_id: int, prefix: str,
+                          seeds: list[int]) -> list[RunResult]:
         """Up to ``jobs`` runs at once, each on its own step-loop CPU where there are enough."""
         cpus = available_cpus()
         first = cpus.index(self.hot_cpu) if self.hot_cpu in cpus else 0
@@ -176,7 +179,8 @@ class Executor:
         with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="mosaic-run") as pool:
             futures = {
                 pool.submit(self._run_phases, experiment_id, prefix, index, seed,
-                            None if self.hot_cpu is None else cpus[(first + index) % len(cpus)]): index
+                            None if self.hot_cpu is None
+                            else cpus[(first + index) % len(cpus)]): index
                 for index, seed in enumerate(seeds)
             }
             pending = set(futures)
@@ -283,7 +287,8 @@ class Executor:
                                     timeouts.shutdown * (4 + len(ctx.supervisor.placed())))
             status, error = answer.status, answer.error
         except MosaicError as failure:
-            status, error = ("cancelled", None) if ctx.cancelled.is_set() else ("failed", str(failure))
+            status, error = (("cancelled", None) if ctx.cancelled.is_set()
+                             else ("failed", str(failure)))
             log.error("run %s: %s", run_uid, failure)
         finally:
             if client is not None:
@@ -306,7 +311,8 @@ class Executor:
             progress.return_sum / progress.episodes if progress.episodes else None,
             time.monotonic() - started, answer.killed if answer is not None else (),
             progress.first_step_at, progress.last_step_at, progress.digest,
-            {agent: total / progress.episodes for agent, total in progress.agent_return_sums.items()}
+            {agent: total / progress.episodes
+             for agent, total in progress.agent_return_sums.items()}
             if progress.episodes else {},
         )
 
@@ -316,7 +322,8 @@ class Executor:
                 raise MosaicError(f"run governor died: {governor.exit_cause()}")
         return check
 
-    def _wait(self, index: int, ctx: RunContext, notices: RequestServer, governor: ThreadPlaced) -> str:
+    def _wait(self, index: int, ctx: RunContext, notices: RequestServer,
+              governor: ThreadPlaced) -> str:
         """Wait for the simulation to finish, a signal, or the governor's death; return why."""
         while True:
             incoming = notices.receive()

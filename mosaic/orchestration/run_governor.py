@@ -29,7 +29,11 @@ from mosaic.transport import RequestClient
 
 log = logging.getLogger(__name__)
 
-_OUTCOMES = {"finished": RunState.FINISHED, "failed": RunState.FAILED, "cancelled": RunState.CANCELLED}
+_OUTCOMES = {
+    "finished": RunState.FINISHED,
+    "failed": RunState.FAILED,
+    "cancelled": RunState.CANCELLED,
+}
 
 
 class RunGovernor(Component):
@@ -84,7 +88,8 @@ class RunGovernor(Component):
                 self._orchestration.append(ThreadPlaced(cls(name, ctx), "orchestration",
                                                         ctx.endpoints.inproc(name), cpu=cpu,
                                                         timeout=ctx.timeouts.setup))
-            self._simulation = self.connect(self._orchestration[0].endpoint, peer="simulation controller")
+            self._simulation = self.connect(self._orchestration[0].endpoint,
+                                            peer="simulation controller")
             components = ctx.config.component_count()
             answer = self._simulation.request(
                 SimulationStartRequest(ctx.run_uid, ctx.seed, ctx.config,
@@ -111,7 +116,8 @@ class RunGovernor(Component):
         if self.machine.state is RunState.RUNNING:
             self.machine.transition(RunState.STOPPING, f"simulation {notice.status}")
         if self._executor is not None:
-            self._executor.notify(ExperimentRunFinishedNotice(self.ctx.run_uid, notice.status, notice.error))
+            self._executor.notify(
+                ExperimentRunFinishedNotice(self.ctx.run_uid, notice.status, notice.error))
 
     @handles(ExperimentRunShutdownRequest)
     def _shutdown(self, request: ExperimentRunShutdownRequest) -> ExperimentShutdownResponse:
@@ -123,9 +129,10 @@ class RunGovernor(Component):
         if self._simulation is not None and self._orchestration[0].alive():
             components = len(ctx.supervisor.placed()) + 2
             try:
-                answer = self._simulation.request(SimulationStopRequest(ctx.run_uid, request.reason),
-                                                  SimulationStopResponse,
-                                                  ctx.timeouts.shutdown * components)
+                answer = self._simulation.request(
+                    SimulationStopRequest(ctx.run_uid, request.reason),
+                    SimulationStopResponse,
+                    ctx.timeouts.shutdown * components)
                 killed.extend(answer.killed)
             except MosaicError as error:
                 log.error("simulation controller did not stop: %s", error)

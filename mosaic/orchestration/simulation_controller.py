@@ -36,8 +36,8 @@ from mosaic.messages import (
     MuscleShutdownRequest,
     MuscleShutdownResponse,
     Request,
-    RunConfig,
     Response,
+    RunConfig,
     SensorSpec,
     SimulationFinishedNotice,
     SimulationStartRequest,
@@ -156,7 +156,8 @@ class SimulationController(Component):
                                        peer="agent conductor")
         # Shut down in this order: agents first, then environments (see _stop).
         self._conductors = [
-            (agent_conductor, AgentConductorShutdownRequest(ctx.run_uid), AgentConductorShutdownResponse),
+            (agent_conductor, AgentConductorShutdownRequest(ctx.run_uid),
+             AgentConductorShutdownResponse),
             (environment_conductor, EnvironmentConductorShutdownRequest(ctx.run_uid),
              EnvironmentConductorShutdownResponse),
         ]
@@ -167,7 +168,8 @@ class SimulationController(Component):
                 EnvironmentSetupResponse, timeout, check)
             client = self.connect(setup.endpoint, peer=f"environment {env.uid!r}")
             started = client.request(
-                EnvironmentStartRequest(env.uid, env.env, env.params, environment_seed(seed, index)),
+                EnvironmentStartRequest(env.uid, env.env, env.params,
+                                        environment_seed(seed, index)),
                 EnvironmentStartResponse, timeout, check)
             mapping = _resolve_mapping(env.uid, env.policy_mapping, started.sensors, agents)
             self._loops.append(_EnvironmentLoop(index, env.uid, client, started.sensors,
@@ -195,9 +197,9 @@ class SimulationController(Component):
             for muscle_uid, endpoint in answer.muscle_endpoints.items():
                 loop = next(lp for lp in self._loops if lp.uid == muscles[muscle_uid].environment)
                 sensed = frozenset(s.uid for s in muscles[muscle_uid].sensors)
-                loop.muscles.append(_MuscleLink(muscle_uid, agent.uid,
-                                                self.connect(endpoint, peer=f"muscle {muscle_uid!r}"),
-                                                sensed))
+                loop.muscles.append(_MuscleLink(
+                    muscle_uid, agent.uid,
+                    self.connect(endpoint, peer=f"muscle {muscle_uid!r}"), sensed))
         self.ctx.progress.episodes_total = self._episodes * len(self._loops)
 
     # -- main loop ------------------------------------------------------------------------
@@ -251,7 +253,8 @@ class SimulationController(Component):
         step = loop.step
         loop.step = step + 1
         terminated = update.terminated
-        truncated = update.truncated or (self._max_steps is not None and loop.step >= self._max_steps)
+        truncated = update.truncated or (self._max_steps is not None
+                                         and loop.step >= self._max_steps)
         outstanding, returns = loop.outstanding, loop.returns
         for slot, action in loop.actions.items():
             outstanding[slot] = [step, loop.observations[slot], action, 0.0]
@@ -268,10 +271,11 @@ class SimulationController(Component):
             progress.first_step_at = time.time()
         loop.observations.update(update.observations)
         done = terminated or truncated
-        feedback = self._settle(loop, list(outstanding) if done else
-                                [s for s in update.acting if s in outstanding], terminated, truncated)
-        loop.actions = self._agents_update(loop, loop.step, update.observations, feedback, terminated,
-                                           truncated, update.acting, update.legal_actions)
+        settled = list(outstanding) if done else [s for s in update.acting if s in outstanding]
+        feedback = self._settle(loop, settled, terminated, truncated)
+        loop.actions = self._agents_update(loop, loop.step, update.observations, feedback,
+                                           terminated, truncated, update.acting,
+                                           update.legal_actions)
         if done:
             self._end_episode(loop, terminated, truncated)
 
@@ -288,7 +292,8 @@ class SimulationController(Component):
         for slot in slots:
             step, observation, action, reward = loop.outstanding.pop(slot)
             rewards[slot] = reward
-            digest.update(pack((loop.uid, slot, observation, action, reward, terminated, truncated)))
+            digest.update(pack((loop.uid, slot, observation, action, reward, terminated,
+                                truncated)))
             if record:
                 rows.append((run_id, loop.uid, loop.episode, step, loop.mapping[slot], slot,
                              observation, action, reward, terminated, truncated))
@@ -300,7 +305,8 @@ class SimulationController(Component):
         timeout, check = self.ctx.timeouts.step, self.ctx.check
         links = loop.muscles
         if len(links) == 1:
-            request = AgentUpdateRequest(step, observations, rewards, terminated, truncated, acting, legal)
+            request = AgentUpdateRequest(step, observations, rewards, terminated, truncated,
+                                         acting, legal)
             return links[0].client.request(request, AgentUpdateResponse, timeout, check).actions
         # Several muscles: ask all first, then collect, so they work in parallel.
         everyone = step == 0 or terminated or truncated
@@ -317,7 +323,8 @@ class SimulationController(Component):
             pending.append((link, link.client.send(request)))
         actions: dict[str, Any] = {}
         for link, correlation_id in pending:
-            actions.update(link.client.receive(correlation_id, timeout, AgentUpdateResponse, check).actions)
+            actions.update(link.client.receive(correlation_id, timeout, AgentUpdateResponse,
+                                               check).actions)
         return actions
 
     def _end_episode(self, loop: _EnvironmentLoop, terminated: bool, truncated: bool) -> None:
@@ -328,7 +335,8 @@ class SimulationController(Component):
             agent_returns[agent] = agent_returns.get(agent, 0.0) + value
         if self.ctx.store is not None:
             self.ctx.store.record_episode(self.ctx.run_id, loop.uid, loop.episode, loop.step, total,
-                                          dict(loop.returns), terminated, truncated, loop.episode_seed)
+                                          dict(loop.returns), terminated, truncated,
+                                          loop.episode_seed)
         progress = self.ctx.progress
         progress.episodes += 1
         progress.return_sum += total
@@ -383,7 +391,8 @@ class SimulationController(Component):
                 log.error("%s did not shut down: %s", client.peer, error)
         self.request_stop()
         progress = self.ctx.progress
-        return SimulationStopResponse(request.run_uid, progress.episodes, progress.steps, tuple(killed))
+        return SimulationStopResponse(request.run_uid, progress.episodes, progress.steps,
+                                      tuple(killed))
 
     def _shut_down(self, client: RequestClient, uid: str, request: Request,
                    answer_type: type[Response], needs: tuple[str, ...] = ()) -> None:
@@ -420,9 +429,10 @@ def _resolve_mapping(env_uid: str, mapping: dict[str, str] | None, sensors: tupl
         return {slot: agents[0] for slot in slots}
     unknown = sorted(set(mapping) - set(slots))
     if unknown:
-        raise MosaicError(f"environment {env_uid!r}: policy_mapping names {unknown}, but its agents "
-                          f"are {slots}")
+        raise MosaicError(f"environment {env_uid!r}: policy_mapping names {unknown}, but its "
+                          f"agents are {slots}")
     unmapped = [s for s in slots if s not in mapping]
     if unmapped:
-        raise MosaicError(f"environment {env_uid!r}: no agent mapped for {unmapped} in policy_mapping")
+        raise MosaicError(f"environment {env_uid!r}: no agent mapped for {unmapped} in "
+                          "policy_mapping")
     return dict(mapping)

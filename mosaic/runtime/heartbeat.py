@@ -27,6 +27,7 @@ from failing a run:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -55,10 +56,8 @@ def start_beating(fd: int, interval: float = INTERVAL_S) -> threading.Thread:
     def beat() -> None:
         try:
             while True:
-                try:
+                with contextlib.suppress(BlockingIOError):  # unread beats already say we are alive
                     os.write(fd, b".")
-                except BlockingIOError:
-                    pass  # unread beats already say we are alive
                 time.sleep(interval)
         except OSError:  # the parent closed its end or ended: nobody listens any more
             pass
@@ -137,10 +136,8 @@ class HeartbeatMonitor:
     def abandon(self) -> None:
         """The child could not be started: close both ends."""
         for fd in (self.child_fd, self._read_fd):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
 
     def close(self) -> None:
         """The child has ended: close the read end. Idempotent."""

@@ -290,7 +290,8 @@ def _gym_checks(
             checker.exchange(handle, {"cmd": p.CMD_RESET, "seed": seed}, p.RESP_READY)
             second, _ = _run_episode(checker, handle, max_steps)
             if second != first:
-                at = next((i for i, (a, b) in enumerate(zip(first, second)) if a != b),
+                at = next((i for i, (a, b) in enumerate(zip(first, second, strict=False))
+                           if a != b),
                           min(len(first), len(second)))
                 raise _Fail(f"seed {seed} gave {len(first)} then {len(second)} steps; they "
                             f"differ from step {at}: {first[at:at + 1]} vs {second[at:at + 1]}")
@@ -428,7 +429,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command line: options, then ``--``, then the worker's argv. Exit 0 when conformant."""
     args = list(sys.argv[1:] if argv is None else argv)
     if "--" not in args:
-        args = ["--help"] if not args else args
+        args = args if args else ["--help"]
         worker: list[str] = []
     else:
         split = args.index("--")

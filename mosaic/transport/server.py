@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 
@@ -116,11 +117,13 @@ class RequestServer:
     def reply(self, incoming: Incoming, response: Response) -> None:
         """Send ``response`` to the peer of ``incoming``; a vanished peer is logged, not raised."""
         try:
-            self._socket.send_multipart([incoming.peer, encode_message(response, incoming.correlation_id)])
+            self._socket.send_multipart(
+                [incoming.peer, encode_message(response, incoming.correlation_id)])
         except zmq.ZMQError as error:
             log.warning("%s: could not reply %s: %s", self.name, type(response).__name__, error)
 
-    def _reject(self, peer: bytes | None, correlation_id: int, request: str, error: Exception) -> None:
+    def _reject(self, peer: bytes | None, correlation_id: int, request: str,
+                error: Exception) -> None:
         self.rejected += 1
         if self._log_limit.allow(type(error).__name__):
             log.error("%s: rejected a malformed message: %s: %s", self.name, type(error).__name__,
@@ -128,10 +131,9 @@ class RequestServer:
         if peer is None:
             return
         answer = ErrorResponse(request=request, error_type=type(error).__name__, error=str(error))
-        try:
+        # the sender is gone or not a mosaic peer; the rejection is logged
+        with contextlib.suppress(zmq.ZMQError):
             self._socket.send_multipart([peer, encode_message(answer, correlation_id)], zmq.NOBLOCK)
-        except zmq.ZMQError:
-            pass  # the sender is gone or not a mosaic peer; the rejection is logged
 
     def _note_refusals(self) -> None:
         """Log the peers whose handshake failed since the last look."""

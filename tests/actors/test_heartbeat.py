@@ -75,7 +75,8 @@ def test_a_beating_thread_beats_until_nobody_reads():
 
 @pytest.fixture
 def environment_process(tmp_path, process_tag):
-    placed = ProcessPlaced("environment", "env", f"ipc://{tmp_path}/env", component=ENVIRONMENT, heartbeat_timeout=1.0,
+    placed = ProcessPlaced("environment", "env", f"ipc://{tmp_path}/env", component=ENVIRONMENT,
+                           heartbeat_timeout=1.0,
                            trust=Bootstrap(Credentials.fresh(), None)).wait_bound(30)
     yield placed
     if placed.alive():

@@ -67,7 +67,7 @@ def test_failures_are_answered_and_the_actor_keeps_running(environment):
         client.request(EnvironmentResetRequest(None), EnvironmentResetResponse, 5)
     with pytest.raises(RemoteError, match="UnhandledMessage"):
         client.request(PingRequest(), PongResponse, 5)
-    with pytest.raises(RemoteError, match="NameNotFound|No registered env"):
+    with pytest.raises(RemoteError, match=r"NameNotFound|No registered env"):
         client.request(EnvironmentStartRequest("env", "gymnasium:NoSuchEnv-v0", {}, 1),
                        EnvironmentStartResponse, 30)
     assert placed.alive()

@@ -116,8 +116,8 @@ def _environment_probe(client: RequestClient, folder: Path, before: Any) -> None
 
 def _muscle_prepare(client: RequestClient, folder: Path) -> Any:
     return client.request(MuscleSetupRequest("agent", "muscle", "environment",
-                                             ComponentSpec("mosaic.agents:RandomMuscle", {}), SENSORS,
-                                             ACTUATORS, 5, "train", None),
+                                             ComponentSpec("mosaic.agents:RandomMuscle", {}),
+                                             SENSORS, ACTUATORS, 5, "train", None),
                           MuscleSetupResponse, 10)
 
 

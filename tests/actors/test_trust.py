@@ -112,8 +112,8 @@ def test_a_brain_serves_the_muscles_of_its_set_up_only():
     try:
         with pytest.raises(RemoteError, match="WrongSender"):  # not set up yet
             muscle.request(MuscleUpdateRequest("agent@env", 1), MuscleUpdateResponse, 5)
-        conductor.request(BrainSetupRequest("agent", "brain",
-                                            ComponentSpec("tests.fixtures.agents:CountingBrain", {}),
+        spec = ComponentSpec("tests.fixtures.agents:CountingBrain", {})
+        conductor.request(BrainSetupRequest("agent", "brain", spec,
                                             sensors, actuators, 1, "train", ("agent@env",)),
                           BrainSetupResponse, 10)
         muscle.request(MuscleUpdateRequest("agent@env", 1), MuscleUpdateResponse, 5)

@@ -8,6 +8,7 @@ runs to the last thing it stored.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -158,10 +159,8 @@ def assert_ended_by(proc: subprocess.Popen[str], sig: int, code: int) -> float:
     """Send ``sig``; ``proc`` must exit ``code`` within 5 s, cleanly. Returns the seconds taken."""
     sent = time.monotonic()
     os.kill(proc.pid, sig)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
     took = time.monotonic() - sent
     stderr = finish(proc)
     assert proc.returncode == code, stderr

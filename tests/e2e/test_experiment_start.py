@@ -35,11 +35,12 @@ def test_the_example_runs_and_records_every_step(tmp_path, process_tag):
     [(count, total)] = query(store, "SELECT COUNT(*), SUM(steps) FROM episodes")
     assert (count, total) == (20, steps)
     assert_store_consistent(store)
-    states = [s for (s,) in query(store, "SELECT to_state FROM transitions WHERE run_id = ? ORDER BY seq",
-                                  run_id)]
+    states = [s for (s,) in query(store, "SELECT to_state FROM transitions WHERE run_id = ? "
+                                         "ORDER BY seq", run_id)]
     assert states == FULL_LIFECYCLE
     # Every step of an episode is there, in order, and only the last one ends it.
-    rows = query(store, "SELECT step, terminated, truncated FROM steps WHERE episode = 0 ORDER BY step")
+    rows = query(store, "SELECT step, terminated, truncated FROM steps WHERE episode = 0 "
+                        "ORDER BY step")
     assert [r[0] for r in rows] == list(range(len(rows)))
     assert not any(t or u for _, t, u in rows[:-1]) and (rows[-1][1] or rows[-1][2])
 
@@ -93,7 +94,8 @@ def test_thread_and_process_placements_give_the_same_trajectory(tmp_path, proces
 def test_the_same_file_gives_the_same_digest_and_another_seed_another(tmp_path, process_tag):
     digests = []
     for name, seed in (("a", 7), ("b", 7), ("c", 8)):
-        path = write_experiment(tmp_path, cartpole().replace("seed: 7", f"seed: {seed}"), f"{name}.yml")
+        path = write_experiment(tmp_path, cartpole().replace("seed: 7", f"seed: {seed}"),
+                                f"{name}.yml")
         store = tmp_path / f"{name}.sqlite"
         result = run_mosaic("experiment-start", str(path), "--store", str(store))
         assert result.returncode == 0, result.stderr
@@ -188,7 +190,9 @@ def test_a_second_ctrl_c_exits_at_once_without_orphans(tmp_path, process_tag):
     # The process_tag fixture checks that no component process outlived the command.
 
 
-def test_runs_in_parallel_each_with_its_own_governor_and_one_failure_isolated(tmp_path, process_tag):
+def test_runs_in_parallel_each_with_its_own_governor_and_one_failure_isolated(
+    tmp_path, process_tag
+):
     # Run 1 of 3 fails (its environment raises at once); the others finish.
     path = write_experiment(tmp_path, cartpole(runs=3, episodes=3, placement="process",
                                                env="tests.fixtures.envs:FailingForOneSeed"))

@@ -81,7 +81,7 @@ def check_tictactoe(store: Path, seats: dict[str, str], episode_count: int) -> N
         assert [m[1] for m in moves] == list(range(len(moves)))
         assert [m[3] for m in moves] == [("player_1", "player_2")[i % 2] for i in range(len(moves))]
         played: set[int] = set()
-        for _, _, _, slot, observation, action, _, terminated, truncated in moves:
+        for _, _, _, slot, observation, action, _, _, truncated in moves:
             mask = observation["action_mask"]
             board = observation["observation"]
             # The stored observation is the board the move was made on ...

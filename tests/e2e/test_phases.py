@@ -124,7 +124,8 @@ def test_frozenlake_q_learning_example_passes_its_test_phase(tmp_path, process_t
 
 def test_checkpoint_every_n_episodes_saves_during_the_phase(tmp_path, process_tag):
     text = PHASED.format(placement="thread", load="checkpoint_every: 1").replace(
-        "brain: tests.fixtures.agents:CountingBrain", "brain: tests.fixtures.agents:SaveCountingBrain")
+        "brain: tests.fixtures.agents:CountingBrain",
+        "brain: tests.fixtures.agents:SaveCountingBrain")
     path = write_experiment(tmp_path, text)
     result = run_mosaic("experiment-start", str(path), "--store", str(tmp_path / "r.sqlite"))
     assert result.returncode == 0, result.stderr

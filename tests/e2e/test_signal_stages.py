@@ -2,9 +2,10 @@
 
 A signal mid-step is tested in test_experiment_start.py
 (test_a_signal_mid_run_shuts_down_in_order); here it arrives while a component sets up, and
-while a run that took all its steps shuts down. A run whose shutdown a signal cut short is recorded as cancelled, not finished:
-its components were given half a second instead of their shutdown timeout, so what they save
-on the way out (a brain's checkpoint, say) may be missing; its steps are all stored.
+while a run that took all its steps shuts down. A run whose shutdown a signal cut short is
+recorded as cancelled, not finished: its components were given half a second instead of their
+shutdown timeout, so what they save on the way out (a brain's checkpoint, say) may be missing;
+its steps are all stored.
 """
 
 from __future__ import annotations

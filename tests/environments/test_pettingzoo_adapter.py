@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -47,8 +47,10 @@ class Relay(AECEnv[str, np.ndarray, int]):
     action is illegal per move, and an illegal action raises). The reward of a move is its action.
     """
 
-    metadata = {"name": "relay_v0", "render_modes": [], "is_parallelizable": False}
-    lives = {A: 1, B: 2, C: 3}
+    metadata: ClassVar[dict[str, Any]] = {
+        "name": "relay_v0", "render_modes": [], "is_parallelizable": False
+    }
+    lives: ClassVar[dict[str, int]] = {A: 1, B: 2, C: 3}
 
     def __init__(self) -> None:
         super().__init__()
@@ -129,7 +131,7 @@ class Staggered(ParallelEnv[str, np.ndarray, int]):
     does not read masks from infos). Each agent's reward is its action.
     """
 
-    metadata = {"name": "staggered_v0", "render_modes": []}
+    metadata: ClassVar[dict[str, Any]] = {"name": "staggered_v0", "render_modes": []}
 
     def __init__(self) -> None:
         self.possible_agents = ["x", "y"]

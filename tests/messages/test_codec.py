@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import math
 import struct
@@ -77,12 +78,14 @@ def assert_identical(expected: Any, actual: Any, path: str = "value") -> None:
         assert struct.pack("<d", actual) == struct.pack("<d", expected), f"{path}: {actual!r}"
     elif isinstance(expected, dict):
         assert len(actual) == len(expected), f"{path}: keys {list(actual)} != {list(expected)}"
-        for (key_e, value_e), (key_a, value_a) in zip(expected.items(), actual.items()):
+        for (key_e, value_e), (key_a, value_a) in zip(
+            expected.items(), actual.items(), strict=True
+        ):
             assert_identical(key_e, key_a, f"{path} key {key_e!r}")
             assert_identical(value_e, value_a, f"{path}[{key_e!r}]")
     elif isinstance(expected, (list, tuple)):
         assert len(actual) == len(expected), f"{path}: length {len(actual)} != {len(expected)}"
-        for index, (item_e, item_a) in enumerate(zip(expected, actual)):
+        for index, (item_e, item_a) in enumerate(zip(expected, actual, strict=True)):
             assert_identical(item_e, item_a, f"{path}[{index}]")
     elif hasattr(type(expected), "__dataclass_fields__"):
         for name in type(expected).__dataclass_fields__:
@@ -101,7 +104,8 @@ def _assert_same_array(expected: np.ndarray, actual: np.ndarray, path: str) -> N
     if expected.flags.f_contiguous and not expected.flags.c_contiguous:
         assert actual.flags.f_contiguous, f"{path}: Fortran layout lost"
     if expected.dtype.hasobject:
-        for index, (item_e, item_a) in enumerate(zip(expected.ravel(), actual.ravel())):
+        flat = zip(expected.ravel(), actual.ravel(), strict=True)
+        for index, (item_e, item_a) in enumerate(flat):
             assert_identical(item_e, item_a, f"{path}.flat[{index}]")
     else:
         assert actual.tobytes() == expected.tobytes(), f"{path}: contents differ"
@@ -385,7 +389,7 @@ def test_packing_is_thread_safe() -> None:
             for step in range(200):
                 value = {"seed": seed, "step": (step,), "array": np.full(3, seed * 1000 + step)}
                 assert_identical(value, unpack(pack(value)))
-        except BaseException as exc:  # noqa: BLE001 - reported to the main thread below
+        except BaseException as exc:  # reported to the main thread below
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
@@ -596,14 +600,10 @@ def test_decoded_list_fields_become_tuples() -> None:
 
 
 def _decode_or_codec_error(frame: bytes) -> None:
-    try:
+    with contextlib.suppress(CodecError):
         decode_message(frame)
-    except CodecError:
-        pass
-    try:
+    with contextlib.suppress(CodecError):
         unpack(frame)
-    except CodecError:
-        pass
 
 
 def _rich_frame() -> bytes:

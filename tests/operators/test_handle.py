@@ -46,9 +46,11 @@ def test_a_crash_is_reported_with_exit_code_and_stderr(
     start: Callable, caplog: pytest.LogCaptureFixture
 ) -> None:
     handle = start(script("crash_on_command"), "crasher")
-    with caplog.at_level(logging.INFO, logger="mosaic.operators.worker"):
-        with pytest.raises(WorkerCrashed) as caught:
-            handle.ping(timeout=10)
+    with (
+        caplog.at_level(logging.INFO, logger="mosaic.operators.worker"),
+        pytest.raises(WorkerCrashed) as caught,
+    ):
+        handle.ping(timeout=10)
     assert caught.value.exit_code == 3
     assert "simulated crash" in caught.value.stderr_tail and "simulated crash" in str(caught.value)
     assert not handle.is_running and handle.exit_code == 3
@@ -289,7 +291,7 @@ def test_build_command_per_operator_type(tmp_path: Path) -> None:
     human = build("human", {"tty": "/dev/pts/9"})
     assert human[3:5] == ["--tty", "/dev/pts/9"]
     frames = build("random", {"render_every": 5, "env_kwargs": {"a": 1}})
-    assert ["--render-every", "5"] == frames[frames.index("--render-every"):][:2]
+    assert frames[frames.index("--render-every"):][:2] == ["--render-every", "5"]
     assert json.loads(frames[frames.index("--env-kwargs") + 1]) == {"a": 1}
     batch = launcher.build_command(
         OperatorConfig.single_agent("op", "random", "w", "Op", "gymnasium", "CartPole-v1",

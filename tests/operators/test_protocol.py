@@ -7,7 +7,7 @@ import io
 import json
 import struct
 import zlib
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -304,8 +304,8 @@ def test_runtime_answers_bad_lines_and_errors_and_keeps_going() -> None:
 def test_runtime_max_steps_truncates_and_renders_ansi() -> None:
     env = frozen_lake(render_mode="ansi")
     commands = [{"cmd": "reset", "seed": 0}] + [{"cmd": "step"}] * 3
-    code, replies = serve({"policy": ListPolicy([0]), "env": env, "max_steps": 3,
-                           "render_every": 2, "send_observations": True}, commands)
+    _code, replies = serve({"policy": ListPolicy([0]), "env": env, "max_steps": 3,
+                            "render_every": 2, "send_observations": True}, commands)
     assert replies[0]["render_payload"]["mode"] == "ansi"
     assert "S" in replies[0]["render_payload"]["text"] and replies[0]["observation"] == 0
     steps = [r for r in replies if r["type"] == "step"]
@@ -318,7 +318,7 @@ def test_runtime_max_steps_truncates_and_renders_ansi() -> None:
 class RGBEnv(gym.Env):
     """A tiny environment whose frames are RGB arrays."""
 
-    metadata = {"render_modes": ["rgb_array"]}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"]}
     render_mode = "rgb_array"
     observation_space = spaces.Discrete(1)
     action_space = spaces.Discrete(2)

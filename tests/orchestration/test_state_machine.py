@@ -45,4 +45,4 @@ def test_every_transition_outside_the_table_raises_and_changes_nothing(source, t
 
 def test_final_states_are_final():
     assert all(not TRANSITIONS[state] for state in FINAL_STATES)
-    assert FINAL_STATES == {RunState.FINISHED, RunState.FAILED, RunState.CANCELLED}
+    assert {RunState.FINISHED, RunState.FAILED, RunState.CANCELLED} == FINAL_STATES

@@ -3,6 +3,7 @@ errors surface without hanging, and a killed writer leaves every committed batch
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pickle
 import signal
@@ -42,10 +43,8 @@ def writers() -> Iterator[list[StoreWriter]]:
     started: list[StoreWriter] = []
     yield started
     for writer in started:
-        try:
+        with contextlib.suppress(StoreError):
             writer.close(timeout=5)
-        except StoreError:
-            pass
 
 
 def make_writer(writers: list[StoreWriter], path: Path, **kwargs: Any) -> StoreWriter:

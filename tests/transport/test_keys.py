@@ -50,7 +50,7 @@ def test_an_existing_folder_keeps_its_mode(tmp_path: Path) -> None:
 def test_existing_keys_are_kept_unless_forced(tmp_path: Path) -> None:
     generate_keys(tmp_path)
     before = load_keys(tmp_path)
-    with pytest.raises(KeyFileError, match="already holds keys .*--force"):
+    with pytest.raises(KeyFileError, match=r"already holds keys .*--force"):
         generate_keys(tmp_path)
     assert load_keys(tmp_path) == before
     generate_keys(tmp_path, force=True)

@@ -272,7 +272,8 @@ class Adam:
             p -= step * m / (np.sqrt(v) + self.eps)
 
     def state(self, prefix: str = "") -> dict[str, np.ndarray]:
-        """Copies of the moments (``m0``, ``v0``, ...) and the step count ``t``, under ``prefix``."""
+        """Copies of the moments (``m0``, ``v0``, ...) and the step count ``t``, under
+        ``prefix``."""
         arrays = {f"{prefix}t": np.array(self.t, dtype=np.int64)}
         for i, (m, v) in enumerate(zip(self.m, self.v, strict=True)):
             arrays[f"{prefix}m{i}"] = m.copy()
@@ -280,7 +281,8 @@ class Adam:
         return arrays
 
     def load_state(self, arrays: Mapping[str, np.ndarray], prefix: str = "") -> None:
-        """Restore what :meth:`state` returned; ``ValueError`` if an array is missing or misshaped."""
+        """Restore what :meth:`state` returned; ``ValueError`` if an array is missing or
+        misshaped."""
         try:
             t = int(arrays[f"{prefix}t"])
             ms = [np.asarray(arrays[f"{prefix}m{i}"], dtype=np.float64)

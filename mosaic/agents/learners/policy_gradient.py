@@ -32,7 +32,8 @@ def _policy_shape(slots: Mapping[str, Slot], owner: str) -> tuple[int, int]:
     shapes = set()
     for uid, slot in slots.items():
         obs, act = slot.observation_space, slot.action_space
-        if not (isinstance(obs, gymnasium.spaces.Box) and isinstance(act, gymnasium.spaces.Discrete)):
+        if not (isinstance(obs, gymnasium.spaces.Box)
+                and isinstance(act, gymnasium.spaces.Discrete)):
             raise MosaicError(
                 f"{owner} needs a Box observation and a Discrete action space; slot {uid!r} has "
                 f"{obs} and {act} (use TabularQBrain for Discrete observations)")
@@ -245,8 +246,13 @@ class PolicyGradientBrain(Brain):
         super().setup(context)
         params = context.params
         self.n_inputs, self.n_actions = _policy_shape(context.slots, type(self).__name__)
-        positive = lambda x: x > 0
-        unit = lambda x: 0.0 <= x <= 1.0
+
+        def positive(x: float) -> bool:
+            return x > 0
+
+        def unit(x: float) -> bool:
+            return 0.0 <= x <= 1.0
+
         hidden = _hidden_sizes(params)
         self.learning_rate = _param(params, "learning_rate", 0.003, positive, "a number > 0")
         value_lr = _param(params, "value_learning_rate", 0.003, positive, "a number > 0")
@@ -311,7 +317,8 @@ class PolicyGradientBrain(Brain):
             )
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise MosaicError(f"{type(self).__name__} expects the episode dict a "
-                              f"PolicyGradientMuscle sends; got {experience!r:.120} ({exc})") from exc
+                              f"PolicyGradientMuscle sends; got {experience!r:.120} "
+                              f"({exc})") from exc
         t = episode.actions.shape[0]
         actions, masks_array = episode.actions, episode.masks
         if (episode.observations.shape != (t, self.n_inputs) or episode.rewards.shape != (t,)

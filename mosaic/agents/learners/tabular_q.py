@@ -154,7 +154,10 @@ class TabularQMuscle(Muscle):
         super().setup(context)
         params = context.params
         self.n_states, self.n_actions = _table_shape(context.slots, type(self).__name__)
-        unit = lambda x: 0.0 <= x <= 1.0
+
+        def unit(x: float) -> bool:
+            return 0.0 <= x <= 1.0
+
         fixed = params.get("epsilon")
         start = _param(params, "epsilon_start", 1.0, unit, "a number in [0, 1]")
         end = _param(params, "epsilon_end", 0.05, unit, "a number in [0, 1]")
@@ -235,7 +238,8 @@ class TabularQMuscle(Muscle):
         return (state, action, total, next_state, bool(terminated), bool(truncated))
 
     def apply_update(self, update: Any) -> None:
-        """Replace the local table with ``update["q"]`` (``MosaicError`` if it has another shape)."""
+        """Replace the local table with ``update["q"]`` (``MosaicError`` if it has another
+        shape)."""
         q = np.asarray(update["q"], dtype=np.float64)
         if q.shape != self.q.shape:
             raise MosaicError(f"update table of shape {q.shape}; this muscle needs {self.q.shape}")
@@ -295,7 +299,8 @@ class TabularQBrain(Brain):
             reward = float(reward)
         except (TypeError, ValueError) as exc:
             raise MosaicError(f"{type(self).__name__} expects (state, action, reward, "
-                              f"next_state, terminated, truncated); got {experience!r:.120}") from exc
+                              f"next_state, terminated, truncated); got "
+                              f"{experience!r:.120}") from exc
         if not (0 <= state < self.n_states and 0 <= next_state < self.n_states
                 and 0 <= action < self.n_actions):
             raise MosaicError(f"transition {experience!r} outside the table "

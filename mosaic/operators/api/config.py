@@ -2,8 +2,8 @@
 
 Both are frozen dataclasses, validated on construction, so a bad configuration fails where it is
 written rather than when a worker subprocess starts. ``settings`` holds the type-specific options
-that :class:`mosaic.operators.driver.launcher.OperatorLauncher` turns into worker command-line flags; the
-table of keys per operator type is in that module's docstring.
+that :class:`mosaic.operators.driver.launcher.OperatorLauncher` turns into worker command-line
+flags; the table of keys per operator type is in that module's docstring.
 """
 
 from __future__ import annotations

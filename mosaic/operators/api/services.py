@@ -1,4 +1,5 @@
-"""ActorService and PolicyMappingService (MultiOperatorService is in :mod:`mosaic.operators.driver`).
+"""ActorService and PolicyMappingService (MultiOperatorService is in
+:mod:`mosaic.operators.driver`).
 
 Error handling follows one table, and every row is a promise:
 
@@ -159,7 +160,7 @@ class ActorService:
                 continue
             try:
                 seed_fn(n)
-            except Exception as exc:  # noqa: BLE001 - the table says: log and continue
+            except Exception as exc:  # the table says: log and continue
                 _log.error(
                     "%s: actor %r failed to seed with %d: %s",
                     LOG_SERVICE_ACTOR_SEED_ERROR,

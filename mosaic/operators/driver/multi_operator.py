@@ -105,7 +105,7 @@ class MultiOperatorService:
         handle = self._handles.pop(operator_id)
         try:
             code: int | None = handle.stop(timeout=self._stop_timeout)
-        except Exception:  # noqa: BLE001 - keep stopping the others
+        except Exception:  # keep stopping the others
             _log.exception("stopping operator %r failed", operator_id)
             return None
         return code

@@ -27,7 +27,8 @@ _T = TypeVar("_T")
 
 
 class Launcher(Protocol):
-    """What starts a lane's worker: an :class:`~mosaic.operators.driver.launcher.OperatorLauncher`."""
+    """What starts a lane's worker: an
+    :class:`~mosaic.operators.driver.launcher.OperatorLauncher`."""
 
     def launch(self, config: Any, run_id: str | None = None) -> Any: ...
 
@@ -85,7 +86,7 @@ class Lane:
     def launch(self, launcher: Launcher, run_id: str) -> bool:
         try:
             self.handle = launcher.launch(self.config, run_id=run_id)
-        except Exception as exc:  # noqa: BLE001 - any launch problem fails this operator only
+        except Exception as exc:  # any launch problem fails this operator only
             self._record_failure("launch", "launch", f"could not start its worker: {exc}", None)
             return False
         return True
@@ -243,7 +244,7 @@ class Lane:
             return None
         try:
             code: int | None = handle.stop(timeout=self.timeouts.stop)
-        except Exception:  # noqa: BLE001 - stopping must go on for the other lanes
+        except Exception:  # stopping must go on for the other lanes
             return None
         return code
 

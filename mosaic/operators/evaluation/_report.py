@@ -36,7 +36,8 @@ def format_comparison_table(result: ScriptResult) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
 
     def line(row: Sequence[str]) -> str:
-        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
+        cells = [row[0].ljust(widths[0])]
+        cells += [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
         return "  ".join(cells).rstrip()
 
     out = [line(rows[0]), "  ".join("-" * w for w in widths)]

@@ -7,6 +7,7 @@ reply. See :mod:`mosaic.operators.worker.runtime` for the guarantees a worker gi
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -163,10 +164,9 @@ class InteractiveRuntime:
             pass
 
     def _close_quietly(self) -> None:
-        try:
+        # SIGTERM during cleanup after stop or EOF: still a clean exit
+        with contextlib.suppress(WorkerTerminated):
             self.close()
-        except WorkerTerminated:  # SIGTERM during cleanup after stop or EOF: still a clean exit
-            pass
 
     # -- plumbing --
 
