@@ -10,8 +10,9 @@ it needs them.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from mosaic.core.lazy import lazy_names
 
 if TYPE_CHECKING:
     from mosaic.experiment.loader import format_location, load_experiment
@@ -30,11 +31,11 @@ if TYPE_CHECKING:
     )
 
 _HOMES = {
-    "format_location": "loader", "load_experiment": "loader",
-    **{name: "schema" for name in ("AgentConfig", "AgentPlacement", "BrainSpec",
-                                   "EnvironmentConfig", "Experiment", "ExperimentFile",
-                                   "MuscleSpec", "Placement", "StoreConfig", "Timeouts",
-                                   "Transport")},
+    "format_location": "mosaic.experiment.loader",
+    "load_experiment": "mosaic.experiment.loader",
+    **dict.fromkeys(("AgentConfig", "AgentPlacement", "BrainSpec", "EnvironmentConfig",
+                     "Experiment", "ExperimentFile", "MuscleSpec", "Placement", "StoreConfig",
+                     "Timeouts", "Transport"), "mosaic.experiment.schema"),
 }
 
 __all__ = [
@@ -44,10 +45,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'mosaic.experiment' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"mosaic.experiment.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, __all__)
