@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from mosaic.cli.exit_codes import EXIT_BAD_INPUT
+from mosaic.cli.console import exit_with_error
+from mosaic.core.exit_codes import EXIT_BAD_INPUT
 
 _DESCRIPTIONS = {
     "server.key": "server public key",
@@ -36,14 +36,13 @@ def generate(directory: Path, force: bool) -> None:
     try:
         written = generate_keys(directory, force=force)
     except KeyFileError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(EXIT_BAD_INPUT)
+        exit_with_error(error, EXIT_BAD_INPUT)
     folder = written[0].parent
     click.echo(f"wrote CURVE keys to {folder}:")
     width = max(len(str(path)) for path in written)
     for path in written:
         mode = " (mode 0600)" if path.name.endswith("_secret") else ""
-        click.echo(f"  {str(path):<{width}}  {_DESCRIPTIONS[path.name]}{mode}")
+        click.echo(f"  {path!s:<{width}}  {_DESCRIPTIONS[path.name]}{mode}")
     click.echo("")
     click.echo("Use them in an experiment file (a relative path is read from the file's folder):")
     click.echo("  transport: tcp")

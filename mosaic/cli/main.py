@@ -16,8 +16,10 @@ from types import FrameType
 
 import click
 
-from mosaic.cli.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_SIGNAL
+from mosaic.cli.console import configure_logging, exit_with_error
+from mosaic.cli.evaluate import evaluate, manual
 from mosaic.cli.keys import keys
+from mosaic.core.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_SIGNAL
 
 
 class _Stopped(BaseException):
@@ -42,17 +44,6 @@ def _exit_now(signum: int, frame: FrameType | None) -> None:
     os._exit(EXIT_SIGNAL[signum])
 
 
-def _python_signals() -> None:
-    """Hand signals back to Python: the operator modes stop their workers on KeyboardInterrupt."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-def _configure_logging(verbose: int) -> None:
-    level = logging.WARNING - 10 * min(verbose, 2)
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-
-
 def _load(path: str, store: str | None = None):  # type: ignore[no-untyped-def]
     from mosaic.core.errors import ConfigError
     from mosaic.experiment import load_experiment
@@ -60,8 +51,7 @@ def _load(path: str, store: str | None = None):  # type: ignore[no-untyped-def]
     try:
         return load_experiment(path, store_override=store)
     except ConfigError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(EXIT_BAD_INPUT)
+        exit_with_error(error, EXIT_BAD_INPUT)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -83,7 +73,7 @@ def cli() -> None:
 def experiment_start(file: str, store: str | None, jobs: int, quiet: bool, verbose: int,
                      timings: str | None) -> None:
     """Run the experiment in FILE and record every step."""
-    _configure_logging(verbose)
+    configure_logging(logging.WARNING - 10 * min(verbose, 2))
     experiment = _load(file, store)
     from mosaic.cli.report import ProgressLine, format_run_line, format_summary
     from mosaic.core.errors import StoreError
@@ -109,8 +99,7 @@ def experiment_start(file: str, store: str | None, jobs: int, quiet: bool, verbo
         writer = StoreWriter(experiment.store_path)
         writer.start()
     except StoreError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(EXIT_BAD_INPUT)
+        exit_with_error(error, EXIT_BAD_INPUT)
     try:
         executor = Executor(experiment, writer,
                             on_progress=progress.update if progress is not None else None,
@@ -119,13 +108,13 @@ def experiment_start(file: str, store: str | None, jobs: int, quiet: bool, verbo
     except StoreError as error:
         # The database failed under a running experiment (disk full, locked for too long):
         # what was written before is committed; say so instead of a traceback.
-        click.echo(f"error: {error}", err=True)
-        sys.exit(EXIT_FAILED)
+        exit_with_error(error, EXIT_FAILED)
     finally:
         writer.close(60.0)
     if timings:
         Path(timings).write_text(json.dumps({
-            "first_step_at": min((r.first_step_at for r in results if r.first_step_at), default=None),
+            "first_step_at": min((r.first_step_at for r in results if r.first_step_at),
+                                 default=None),
             "last_step_at": max((r.last_step_at for r in results if r.last_step_at), default=None),
         }))
     if not quiet:
@@ -172,8 +161,7 @@ def runs_list(store: str | None, experiment: str | None) -> None:
         with open_store(_store_path(store, experiment)) as opened:
             click.echo(format_runs_table(opened.list_runs()))
     except StoreError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(EXIT_BAD_INPUT)
+        exit_with_error(error, EXIT_BAD_INPUT)
 
 
 @runs.command("show")
@@ -189,35 +177,12 @@ def runs_show(run: str, store: str | None, experiment: str | None) -> None:
         with open_store(_store_path(store, experiment)) as opened:
             click.echo(format_run_detail(opened.show_run(run)))
     except StoreError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(EXIT_BAD_INPUT)
+        exit_with_error(error, EXIT_BAD_INPUT)
 
 
 cli.add_command(keys)
-
-
-_PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True,
-                 "help_option_names": []}
-
-
-@cli.command("evaluate", context_settings=_PASS_THROUGH, add_help_option=False)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def evaluate(args: tuple[str, ...]) -> None:
-    """Script mode: seeded, headless evaluation of operators (FILE; --help for options)."""
-    from mosaic.operators.evaluation.script import main as script_main
-
-    _python_signals()
-    sys.exit(script_main(list(args)))
-
-
-@cli.command("manual", context_settings=_PASS_THROUGH, add_help_option=False)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def manual(args: tuple[str, ...]) -> None:
-    """Manual mode: step operators in lock-step in the terminal (FILE; --help for options)."""
-    from mosaic.operators.evaluation.manual import main as manual_main
-
-    _python_signals()
-    sys.exit(manual_main(list(args)))
+cli.add_command(evaluate)
+cli.add_command(manual)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -228,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
 
     SIGINT or SIGTERM ends the command with 130 or 143 (128 + the signal), as a shell reports a
     process killed by it, until the command handles signals itself: ``experiment-start``
-    cancels its runs in order, and the operator modes stop their workers.
+    cancels its runs in order, and ``evaluate`` and ``manual`` stop their workers.
     """
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())

@@ -6,10 +6,10 @@ accepted where a number of seconds is expected. Unknown keys are errors everywhe
 
 Beyond types, validation imports what the file names (environments, brain and muscle classes,
 see :mod:`mosaic.core.imports`) and checks the references between sections (unique uids,
-policy mappings, the tcp host). Problems found by these checks are raised as a pydantic error of
-type :data:`PROBLEMS_ERROR` whose context holds a tuple of :class:`Problem` under ``"problems"``,
-each with its key path relative to where the error is reported; :mod:`mosaic.experiment.loader`
-turns them into :class:`~mosaic.core.errors.ConfigError` lines.
+policy mappings, the tcp host). Problems found by these checks are raised with
+:func:`~mosaic.core.config_problems.raise_problems`, each with its key path relative to where the
+error is reported; the one config pipeline (:mod:`mosaic.core.config_problems`) turns them into
+:class:`~mosaic.core.errors.ConfigError` lines.
 """
 
 from __future__ import annotations
@@ -17,15 +17,14 @@ from __future__ import annotations
 import copy
 import ipaddress
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, NoReturn
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic_core import PydanticCustomError
 
 from mosaic.agents import Brain, Mode, Muscle
+from mosaic.core.config_problems import Loc, Problem, describe_value, raise_problems
 from mosaic.core.imports import (
     EnvKind,
     ImportPathError,
@@ -47,7 +46,6 @@ from mosaic.messages.run_config import (
 from mosaic.messages.run_config import LoadSpec as LoadRecord
 
 __all__ = [
-    "PROBLEMS_ERROR",
     "AgentConfig",
     "AgentPlacement",
     "BrainSpec",
@@ -56,7 +54,6 @@ __all__ = [
     "ExperimentFile",
     "MuscleSpec",
     "Placement",
-    "Problem",
     "StoreConfig",
     "Timeouts",
     "Transport",
@@ -67,11 +64,6 @@ Placement = PlacementName
 #: How process-placed components are reached; thread-placed ones always use inproc.
 Transport = TransportName
 
-Loc = tuple[str | int, ...]
-
-PROBLEMS_ERROR = "mosaic_problems"
-"""The pydantic error type whose context carries :class:`Problem` instances."""
-
 UID_PATTERN = r"^[A-Za-z0-9_.-]+$"
 MAX_SEED = 2**63 - 1
 """The largest experiment seed: stores keep it as a signed 64-bit integer."""
@@ -81,46 +73,6 @@ GYMNASIUM_AGENT = "agent_0"
 DEFAULT_PHASE = "main"
 """The name of the only phase of an experiment without ``phases``."""
 """The one env agent id of a Gymnasium environment."""
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One problem found in an experiment: where (key path), what, and what to do.
-
-    ``line`` is set when the problem is at a line other than where ``loc`` starts (the second of
-    two duplicate keys, for example).
-    """
-
-    loc: Loc
-    message: str
-    hint: str = ""
-    line: int | None = None
-
-
-def _raise(*problems: Problem) -> NoReturn:
-    summary = "; ".join(problem.message for problem in problems)
-    raise PydanticCustomError(
-        PROBLEMS_ERROR, "{summary}", {"summary": summary, "problems": problems}
-    )
-
-
-def describe_value(value: Any) -> str:
-    """Name a YAML value the way a user wrote it, for error messages."""
-    if value is None:
-        return "an empty value"
-    if isinstance(value, bool):
-        return f"the boolean {str(value).lower()}"
-    if isinstance(value, int | float):
-        return f"the number {value!r}"
-    if isinstance(value, str):
-        shown = value if len(value) <= 60 else value[:57] + "..."
-        return f"the text {shown!r}"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    names = {"date": "a date", "datetime": "a date and time", "bytes": "binary data"}
-    return names.get(type(value).__name__, f"a value of type {type(value).__name__}")
 
 
 def _plain_problems(value: Any, loc: Loc) -> list[Problem]:
@@ -155,7 +107,7 @@ def _plain_problems(value: Any, loc: Loc) -> list[Problem]:
 def _check_plain(value: dict[str, Any]) -> dict[str, Any]:
     problems = _plain_problems(value, ())
     if problems:
-        _raise(*problems)
+        raise_problems(*problems)
     return value
 
 
@@ -183,7 +135,7 @@ class _ComponentSpec(_Model):
         if isinstance(data, str):
             return {"class": data}
         if not isinstance(data, dict):
-            _raise(Problem((), f"expected {cls.expected}, got {describe_value(data)}"))
+            raise_problems(Problem((), f"expected {cls.expected}, got {describe_value(data)}"))
         return data
 
     @field_validator("class_")
@@ -197,7 +149,7 @@ class _ComponentSpec(_Model):
             if error.reason == "type" and _subclasses(path, other):
                 where = "muscle" if other is Muscle else "brain"
                 hint = f"this is a {other.__name__}; it belongs under '{where}:'"
-            _raise(Problem((), error.message, hint))
+            raise_problems(Problem((), error.message, hint))
         return path
 
     @property
@@ -250,7 +202,7 @@ class AgentPlacement(_Model):
         if isinstance(data, str):
             return {"brain": data, "muscle": data}
         if not isinstance(data, dict):
-            _raise(Problem((), f"expected {cls.expected}, got {describe_value(data)}"))
+            raise_problems(Problem((), f"expected {cls.expected}, got {describe_value(data)}"))
         return data
 
 
@@ -280,7 +232,7 @@ class EnvironmentConfig(_Model):
         try:
             resolve_env(env)
         except ImportPathError as error:
-            _raise(Problem((), error.message, error.hint))
+            raise_problems(Problem((), error.message, error.hint))
         return env
 
     @property
@@ -349,9 +301,9 @@ class TerminationConfig(_Model):
         try:
             target = import_object(path)
         except ImportPathError as error:
-            _raise(Problem((), error.message, error.hint))
+            raise_problems(Problem((), error.message, error.hint))
         if not callable(target):
-            _raise(Problem((), f"'{path}' is not callable",
+            raise_problems(Problem((), f"'{path}' is not callable",
                            "name a function taking the episode statistics and returning a bool"))
         return path
 
@@ -389,9 +341,10 @@ class StoreConfig(_Model):
     @classmethod
     def _a_file_path(cls, path: str | None) -> str | None:
         if path is not None and not path.strip():
-            _raise(Problem((), "expected a file path, got an empty text", "leave the key out"))
+            raise_problems(
+                Problem((), "expected a file path, got an empty text", "leave the key out"))
         if path is not None and "://" in path:
-            _raise(
+            raise_problems(
                 Problem(
                     (),
                     f"expected a file path, got the URL {path!r}",
@@ -460,14 +413,14 @@ class ExperimentFile(_Model):
             ipaddress.ip_address(host)
         except ValueError:
             hint = "did you mean '127.0.0.1'?" if host == "localhost" else ""
-            _raise(Problem((), f"expected an IP address, got {host!r}", hint))
+            raise_problems(Problem((), f"expected an IP address, got {host!r}", hint))
         return host
 
     @field_validator("curve_keys")
     @classmethod
     def _a_folder_path(cls, path: str | None) -> str | None:
         if path is not None and not path.strip():
-            _raise(Problem((), "expected a folder path, got an empty text",
+            raise_problems(Problem((), "expected a folder path, got an empty text",
                            f"{_how_to_generate()}, or leave the key out"))
         return path
 
@@ -475,7 +428,7 @@ class ExperimentFile(_Model):
     def _references(self) -> ExperimentFile:
         problems = _reference_problems(self)
         if problems:
-            _raise(*problems)
+            raise_problems(*problems)
         return self
 
 

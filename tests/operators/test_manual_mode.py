@@ -30,13 +30,13 @@ FLAKY = Path(__file__).parent / "script_fixtures" / "flaky_worker.py"
 
 
 class Terminal:
-    """``python -m mosaic.operators.evaluation.manual FILE`` on the slave side of a pty."""
+    """``python -m mosaic manual FILE`` on the slave side of a pty."""
 
     def __init__(self, path: Path, cwd: Path) -> None:
         master, slave = pty.openpty()
         self.master = master
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "mosaic.operators.evaluation.manual", str(path)],
+            [sys.executable, "-m", "mosaic", "manual", str(path)],
             stdin=slave, stdout=slave, stderr=slave, cwd=cwd, start_new_session=True,
             env={**os.environ, "TERM": "xterm"},
         )

@@ -16,10 +16,11 @@ from pydantic import (
     model_validator,
 )
 
+from mosaic.core.config_problems import Problem, raise_problems
 from mosaic.operators.api.config import OPERATOR_TYPES
 
 NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
-NAME_HINT = "use letters, digits, '_', '-' and '.', starting with a letter, digit or '_'"
+_NAME = "made of letters, digits, '_', '-' and '.', starting with a letter, digit or '_'"
 
 
 class _Strict(BaseModel):
@@ -29,16 +30,16 @@ class _Strict(BaseModel):
 class TimeoutsSpec(_Strict):
     """Seconds to wait for a worker before it is declared silent (and failed)."""
 
-    step: Annotated[float, Field(gt=0, description="seconds to wait for each step reply")] = 10.0
-    reset: Annotated[float, Field(gt=0, description="seconds to wait for a reset reply")] = 30.0
-    stop: Annotated[float, Field(gt=0, description="seconds a worker gets to stop")] = 5.0
+    step: Annotated[float, Field(gt=0, description="a number > 0 (seconds per step reply)")] = 10.0
+    reset: Annotated[float, Field(gt=0, description="a number > 0 (seconds per reset)")] = 30.0
+    stop: Annotated[float, Field(gt=0, description="a number > 0 (seconds to stop)")] = 5.0
 
 
 class OperatorSpec(_Strict):
     """One operator of an evaluation: a worker subprocess with its own environment instance."""
 
     id: Annotated[
-        str, Field(pattern=NAME_PATTERN, description="a unique name for this operator")
+        str, Field(pattern=NAME_PATTERN, description=f"a unique operator id {_NAME}")
     ]
     type: Annotated[
         Literal["random", "passive", "scripted", "rl", "llm", "human", "command"],
@@ -49,9 +50,11 @@ class OperatorSpec(_Strict):
     ]
     display_name: str | None = None
     env_kwargs: Annotated[
-        dict[str, Any], Field(description="keyword arguments for gymnasium.make")
+        dict[str, Any], Field(description="a mapping of keyword arguments for gymnasium.make")
     ] = {}
-    settings: Annotated[dict[str, Any], Field(description="type-specific worker settings")] = {}
+    settings: Annotated[
+        dict[str, Any], Field(description="a mapping of type-specific worker settings")
+    ] = {}
     command: Annotated[
         list[str] | None,
         Field(min_length=1, description="the worker program and its arguments, as a list"),
@@ -67,26 +70,28 @@ class EvaluationConfig(_Strict):
     """A validated evaluation file. Build it with :func:`load_evaluation`."""
 
     uid: Annotated[
-        str, Field(pattern=NAME_PATTERN, description="a name for the run, e.g. cartpole-eval")
+        str, Field(pattern=NAME_PATTERN, description=f"a run name {_NAME}, e.g. cartpole-eval")
     ]
     operators: Annotated[
         list[OperatorSpec], Field(min_length=1, description="a list of operator entries")
     ]
     seeds: Annotated[
         list[Annotated[int, Field(ge=0)]],
-        Field(min_length=1, description="a list of non-negative integer seeds"),
+        Field(min_length=1, description="a list of seeds, each a whole number >= 0"),
     ]
     episodes: Annotated[
-        int | None, Field(ge=1, description="episodes per operator, in total")
+        int | None, Field(ge=1, description="a whole number >= 1 (episodes per operator)")
     ] = None
     environment_mode: Annotated[
         Literal["procedural", "fixed"],
         Field(description="procedural (a new seed each episode) or fixed (one seed always)"),
     ] = "procedural"
     step_pacing: Annotated[
-        float, Field(ge=0, description="seconds between steps; 0 = as fast as possible")
+        float, Field(ge=0, description="a number >= 0 (seconds between steps; 0: no pause)")
     ] = 0.0
-    max_steps: Annotated[int, Field(ge=0, description="steps per episode; 0 = no limit")] = 0
+    max_steps: Annotated[
+        int, Field(ge=0, description="a whole number >= 0 (steps per episode; 0: no limit)")
+    ] = 0
     timeouts: TimeoutsSpec = TimeoutsSpec()
     telemetry: Annotated[
         str | None, Field(min_length=1, description="a directory or a .jsonl file path")
@@ -128,19 +133,33 @@ class EvaluationConfig(_Strict):
 
 # -- type-specific settings ------------------------------------------------------------------
 
-# These mirror the keys the launcher turns into worker flags (mosaic.operators.driver.launcher), so a
-# misspelt key is an error here instead of a warning in a log nobody reads.
+# These mirror the keys the launcher turns into worker flags (mosaic.operators.driver.launcher), so
+# a misspelt key is an error here instead of a warning in a log nobody reads.
+
+#: Why some keys are not settings, for the hint.
+_MISPLACED_SETTINGS = {
+    "env_kwargs": "env_kwargs belongs in the operator entry itself, next to env",
+    "seed": "seeds come from the top-level seeds list",
+    "episodes": "episodes is a top-level key",
+    "max_steps": "max_steps is a top-level key",
+    "n_actions": "n_actions is for agent-mode workers; here the worker owns its environment",
+}
 
 
 class _CommonSettings(_Strict):
     render_every: Annotated[
-        int, Field(ge=0, description="send a render frame every N steps (0 = never)")
+        int, Field(ge=0, description="a whole number >= 0 (a render frame every N steps; 0: none)")
     ] = 0
     render_mode: Annotated[
         Literal["auto", "rgb_array", "ansi"], Field(description="auto, rgb_array or ansi")
     ] = "auto"
     send_observations: bool = False
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+
+    @classmethod
+    def unknown_key_hint(cls, key: str) -> str:
+        """Where ``key``, not a setting, belongs instead (``""`` when nothing is known)."""
+        return _MISPLACED_SETTINGS.get(key, "")
 
 
 class RandomSettings(_CommonSettings):
@@ -151,7 +170,7 @@ class PassiveSettings(_CommonSettings):
     """Settings of a ``passive`` operator."""
 
     noop_action: Annotated[
-        int | None, Field(ge=0, description="the action index that means 'do nothing'")
+        int | None, Field(ge=0, description="a whole number >= 0 (the no-op action's index)")
     ] = None
 
 
@@ -171,7 +190,7 @@ class ScriptedSettings(_CommonSettings):
 class RlSettings(_CommonSettings):
     """Settings of an ``rl`` operator."""
 
-    checkpoint: Annotated[str, Field(min_length=1, description="path of the .npz checkpoint")]
+    checkpoint: Annotated[str, Field(min_length=1, description="the path of a .npz checkpoint")]
 
 
 class LlmSettings(_CommonSettings):
@@ -187,7 +206,9 @@ class LlmSettings(_CommonSettings):
         str | None, Field(min_length=1, description="the environment variable holding the key")
     ] = None
     fallback: Literal["random", "first-legal", "noop"] | None = None
-    timeout: Annotated[float | None, Field(gt=0, description="seconds per request")] = None
+    timeout: Annotated[
+        float | None, Field(gt=0, description="a number > 0 (seconds per request)")
+    ] = None
     temperature: Annotated[float | None, Field(ge=0)] = None
     max_tokens: Annotated[int | None, Field(gt=0)] = None
     system_prompt: str | None = None
@@ -197,7 +218,7 @@ class LlmSettings(_CommonSettings):
     @model_validator(mode="after")
     def _needs_a_model(self) -> LlmSettings:
         if self.model is None and self.model_id is None:
-            raise ValueError("an llm operator needs settings.model (or model_id)")
+            raise_problems(Problem((), "an llm operator needs settings.model (or model_id)"))
         return self
 
 
@@ -210,6 +231,11 @@ class HumanSettings(_CommonSettings):
 
 class CommandSettings(_Strict):
     """A ``command`` worker gets no settings: its options belong in its command list."""
+
+    @classmethod
+    def unknown_key_hint(cls, key: str) -> str:
+        """Every key: a command worker takes its options on its command line."""
+        return "a command worker gets no settings: put its options in the command list"
 
 
 #: Settings models by operator type.

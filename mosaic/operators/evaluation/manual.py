@@ -16,13 +16,13 @@ Commands at the prompt::
 
 Manual mode reads the same evaluation file as Script mode (``step_pacing`` animates ``n N``) and
 writes the same JSONL telemetry, plus an ``episode_abandoned`` line for an episode cut short by
-Reset All. ``python -m mosaic.operators.evaluation.manual FILE`` runs it; exit code 0, or 1 when an
+Reset All. ``mosaic manual FILE`` (:func:`run_manual_file`) runs it; exit code 0, or 1 when an
 operator failed, 2 for a bad file, 130 on Ctrl-C.
 """
 
 from __future__ import annotations
 
-import argparse
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -30,14 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Self
 
-from mosaic.core.errors import ConfigError
-from mosaic.operators.evaluation._cli import LOG_LEVELS, configure_logging, print_config_error
+from mosaic.core.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_SIGNAL
 from mosaic.operators.evaluation._lanes import Lane, Launcher, Rounds, new_run_id
 from mosaic.operators.evaluation._telemetry import Telemetry, resolve_telemetry_path
 from mosaic.operators.evaluation.schema import EvaluationConfig, TimeoutsSpec, load_evaluation
 from mosaic.operators.evaluation.script import operator_config_for
 
-__all__ = ["ManualSession", "OperatorView", "main", "run_manual"]
+__all__ = ["ManualSession", "OperatorView", "run_manual", "run_manual_file"]
 
 HELP = """commands:
   s, step      Step All: one step for every operator
@@ -330,7 +329,8 @@ def run_manual(
     timeouts apply, and telemetry is written only when ``telemetry`` names a file.
 
     Reads one command per line from ``input`` until ``q`` or end of input, writing screens to
-    ``output``. Returns 0, or 1 when an operator failed; raises ``ConfigError`` for a bad file.
+    ``output``. Returns ``EXIT_OK``, or ``EXIT_FAILED`` when an operator failed; raises
+    ``ConfigError`` for a bad file.
     Every worker is stopped before it returns, also on ``KeyboardInterrupt`` (which propagates).
     """
     if isinstance(config_path_or_configs, (str, Path, EvaluationConfig)):
@@ -413,7 +413,7 @@ def run_manual(
             _show(output, session.views())
         failed = session.failed
     _say(output, "stopped every worker" + ("; some operators failed" if failed else ""))
-    return 1 if failed else 0
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def _always_zero(episode: int) -> int:
@@ -427,35 +427,20 @@ def _parse_int(text: str) -> int | None:
         return None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m mosaic.operators.evaluation.manual FILE``: the interactive loop on stdin/stdout.
+def run_manual_file(file: str | Path, *, telemetry: str | Path | None = None) -> int:
+    """The interactive loop on the evaluation file ``file``, on stdin and stdout.
 
-    Returns 0, 1 when an operator failed, 2 for a bad file or an unwritable telemetry path, 130
-    on Ctrl-C (every worker is stopped first).
+    This is ``mosaic manual``; ``telemetry`` overrides the file's telemetry path. Returns the
+    exit code (:mod:`mosaic.core.exit_codes`): ``EXIT_OK``, ``EXIT_FAILED`` when an operator
+    failed, ``EXIT_BAD_INPUT`` for an unwritable telemetry path, 130 on Ctrl-C (every worker is
+    stopped first). Raises ``ConfigError`` for a bad file, before anything starts.
     """
-    parser = argparse.ArgumentParser(
-        prog="python -m mosaic.operators.evaluation.manual",
-        description="Step N operators side by side, by hand.",
-    )
-    parser.add_argument("file", help="the evaluation YAML file")
-    parser.add_argument("--telemetry", help="JSONL file or directory (overrides the file's)")
-    parser.add_argument("--log-level", default="ERROR", choices=LOG_LEVELS, type=str.upper,
-                        help="log level for mosaic and worker messages on stderr (default ERROR, "
-                             "so that they do not clutter the screen)")
-    args = parser.parse_args(argv)
-    configure_logging(args.log_level)
     try:
-        return run_manual(args.file, telemetry=args.telemetry)
-    except ConfigError as error:
-        print_config_error(error, sys.stderr)
-        return 2
+        return run_manual(file, telemetry=telemetry)
     except KeyboardInterrupt:
         print("\ninterrupted: every worker was stopped", file=sys.stderr)
-        return 130
+        return EXIT_SIGNAL[signal.SIGINT]
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
 
-
-if __name__ == "__main__":
-    sys.exit(main())

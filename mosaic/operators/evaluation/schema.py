@@ -34,23 +34,31 @@ takes no settings: its options go in its ``command`` list, and the driver (not t
 enforces ``max_steps`` for it. Relative paths (``telemetry``, checkpoints, commands) are taken
 from the working directory, not from the file's directory.
 
-Every problem is reported as :class:`mosaic.core.errors.ConfigError` naming the file, the key path
-(``operators[1].settings.base_url``), the line, what was expected and, for a misspelt key or
-value, the closest valid one. Further problems in the same file are attached as notes
-(``err.__notes__``).
+Every problem is reported as :class:`mosaic.core.errors.ConfigError` naming the file, the line,
+the key path (``operators[1].settings.base_url``), what was expected and, for a misspelt key or
+value, the closest valid one; ``str()`` of it lists every problem found, one per line. The file
+is read and its problems are worded as an experiment file's are (:mod:`mosaic.core.config_yaml`,
+:mod:`mosaic.core.config_problems`).
 
-The models are in ``_evaluation_models``, YAML reading with positions in ``_evaluation_yaml`` and
-the translation of problems into errors in ``_evaluation_problems``; this module checks what needs
-more than one field and holds the entry points.
+The models are in ``_models``; this module checks what needs more than one field and holds the
+entry points.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
+from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
-
+from mosaic.core.config_problems import Loc as Loc  # importable from here, as before
+from mosaic.core.config_problems import (
+    Position,
+    Problem,
+    config_error,
+    did_you_mean,
+    validate,
+)
+from mosaic.core.config_yaml import FileKind, empty_file, read_document, require_mapping
 from mosaic.core.errors import ConfigError
 from mosaic.operators.api.config import OPERATOR_TYPES
 from mosaic.operators.evaluation._models import (
@@ -60,26 +68,14 @@ from mosaic.operators.evaluation._models import (
     TimeoutsSpec,
 )
 
-# The settings models and Loc are importable from here, as before the split (not in __all__).
-from mosaic.operators.evaluation._models import CommandSettings as CommandSettings  # noqa: PLC0414
-from mosaic.operators.evaluation._models import HumanSettings as HumanSettings  # noqa: PLC0414
-from mosaic.operators.evaluation._models import LlmSettings as LlmSettings  # noqa: PLC0414
-from mosaic.operators.evaluation._models import PassiveSettings as PassiveSettings  # noqa: PLC0414
-from mosaic.operators.evaluation._models import RandomSettings as RandomSettings  # noqa: PLC0414
-from mosaic.operators.evaluation._models import RlSettings as RlSettings  # noqa: PLC0414
-from mosaic.operators.evaluation._models import (
-    ScriptedSettings as ScriptedSettings,  # noqa: PLC0414
-)
-from mosaic.operators.evaluation._problems import Loc as Loc  # noqa: PLC0414
-from mosaic.operators.evaluation._problems import (
-    Position,
-    Problem,
-    config_error,
-    did_you_mean,
-    problem_from_pydantic,
-    yaml_type,
-)
-from mosaic.operators.evaluation._yaml import load_yaml
+# The settings models are importable from here, as before the split (not in __all__).
+from mosaic.operators.evaluation._models import CommandSettings as CommandSettings
+from mosaic.operators.evaluation._models import HumanSettings as HumanSettings
+from mosaic.operators.evaluation._models import LlmSettings as LlmSettings
+from mosaic.operators.evaluation._models import PassiveSettings as PassiveSettings
+from mosaic.operators.evaluation._models import RandomSettings as RandomSettings
+from mosaic.operators.evaluation._models import RlSettings as RlSettings
+from mosaic.operators.evaluation._models import ScriptedSettings as ScriptedSettings
 
 __all__ = [
     "OPERATOR_TYPES",
@@ -116,7 +112,7 @@ def _semantic_problems(config: EvaluationConfig) -> list[Problem]:
         if operator.id in first_index:
             problems.append(
                 Problem(
-                    at + ("id",),
+                    (*at, "id"),
                     f"duplicate operator id {operator.id!r} "
                     f"(also operators[{first_index[operator.id]}])",
                     "give every operator its own id",
@@ -126,23 +122,17 @@ def _semantic_problems(config: EvaluationConfig) -> list[Problem]:
         if operator.type == "command" and operator.command is None:
             problems.append(
                 Problem(
-                    at + ("command",),
+                    (*at, "command"),
                     "required for type 'command'",
                     "give the worker program and its arguments, e.g. [python, my_worker.py]",
                 )
             )
         env = _env_problem(operator.env)
         if env is not None:
-            problems.append(Problem(at + ("env",), env[0], env[1]))
+            problems.append(Problem((*at, "env"), env[0], env[1]))
         settings_model = SETTINGS_MODELS.get(operator.type)
         if settings_model is not None:
-            try:
-                settings_model.model_validate(operator.settings)
-            except ValidationError as exc:
-                for error in exc.errors():
-                    problems.append(
-                        problem_from_pydantic(error, settings_model, at + ("settings",))
-                    )
+            problems.extend(validate(settings_model, operator.settings, (*at, "settings"))[1])
     if config.environment_mode == "fixed" and len(config.seeds) != 1:
         problems.append(
             Problem(
@@ -156,22 +146,39 @@ def _semantic_problems(config: EvaluationConfig) -> list[Problem]:
 
 # -- public entry points ---------------------------------------------------------------------
 
+_EVALUATION = FileKind("evaluation", empty_hint="start with uid:, operators: and seeds:")
 
-def parse_evaluation(
-    data: Any, source: str = "<memory>", *, _positions: dict[Loc, Position] | None = None
-) -> EvaluationConfig:
-    """Validate already-parsed data; ``ConfigError`` (naming ``source``) on the first problem.
 
-    Every further problem is attached as a note on that error.
+def parse_evaluation(data: Any, source: str = "<memory>") -> EvaluationConfig:
+    """Validate already-parsed data, as from the evaluation file ``source``.
+
+    Raises ``ConfigError`` (naming ``source``) listing every problem found, the first one's
+    fields being the error's own.
     """
-    positions = _positions or {}
+    return _validated(data, source, {}, [])
+
+
+def load_evaluation(path: str | os.PathLike[str]) -> EvaluationConfig:
+    """Read and validate the evaluation file at ``path``.
+
+    Raises ``ConfigError`` when the file cannot be read, is too large or not text, is not valid
+    YAML (with line and column), repeats a key, or does not match the schema; the error lists
+    every problem found, each with its line.
+    """
+    source = os.fspath(path)
+    document = read_document(source, _EVALUATION)
+    if document.data is None:  # a recursive alias kept the document from being built
+        raise config_error(source, document.problems, document.positions)
+    return _validated(document.data, source, document.positions, document.problems)
+
+
+def _validated(
+    data: Any, source: str, positions: Mapping[Loc, Position], problems: list[Problem]
+) -> EvaluationConfig:
+    """The configuration in ``data``; ``problems`` were found in the file before validation."""
     if data is None:
-        raise ConfigError(source, "", "the file is empty", "start with uid:, operators: and seeds:")
-    if not isinstance(data, dict):
-        raise ConfigError(
-            source, "", f"expected a mapping at the top level, got {yaml_type(data)}",
-            "start with uid:, operators: and seeds:",
-        )
+        raise empty_file(source, _EVALUATION)
+    data = require_mapping(data, source, _EVALUATION)
     if "operators" not in data and ("agents" in data or "environments" in data):
         raise ConfigError(
             source,
@@ -180,32 +187,9 @@ def parse_evaluation(
             "an experiment file runs with 'mosaic experiment-start'; an evaluation file has "
             "uid, operators and seeds",
         )
-    try:
-        config = EvaluationConfig.model_validate(data)
-    except ValidationError as exc:
-        problems = [problem_from_pydantic(e, EvaluationConfig, ()) for e in exc.errors()]
-        raise config_error(source, problems, positions) from None
-    problems = _semantic_problems(config)
-    if problems:
+    config, found = validate(EvaluationConfig, data)
+    problems = [*problems, *found, *(_semantic_problems(config) if config is not None else [])]
+    if problems or config is None:
         raise config_error(source, problems, positions)
     config._source = source
     return config
-
-
-def load_evaluation(path: str | Path) -> EvaluationConfig:
-    """Read and validate the evaluation file at ``path``.
-
-    Raises ``ConfigError`` when the file cannot be read, is not valid YAML (with line and
-    column), repeats a key, or does not match the schema.
-    """
-    source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(source, "", f"cannot read the file: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(source, "", f"the file is not UTF-8 text: {exc.reason}") from None
-    data, positions, problems = load_yaml(text, source)
-    if problems:
-        raise config_error(source, problems, positions)
-    return parse_evaluation(data, source, _positions=positions)

@@ -28,26 +28,24 @@ gives identical ``run``, ``step`` and ``episode`` lines (a ``failure`` line can 
 worker ended, e.g. which signal stopped a silent one). Lines are buffered and
 flushed at every episode boundary, not written one system call per step.
 
-``python -m mosaic.operators.evaluation.script FILE`` runs a file; exit code 0 when every operator
+``mosaic evaluate FILE`` (:func:`run_script_file`) runs a file; exit code 0 when every operator
 finished, 1 when one failed, 2 for a bad file, 130 on Ctrl-C.
 
-The pieces are private modules shared with Manual mode: results (``_evaluation_results``),
-telemetry (``_evaluation_telemetry``), lanes and rounds (``_evaluation_lanes``), the comparison
-table (``_evaluation_report``) and command-line plumbing (``_evaluation_cli``).
+The pieces are private modules shared with Manual mode: results (``_results``), telemetry
+(``_telemetry``), lanes and rounds (``_lanes``) and the comparison table (``_report``).
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
+import signal
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from mosaic.core.errors import ConfigError
-from mosaic.operators.evaluation._cli import LOG_LEVELS, configure_logging, print_config_error
+from mosaic.core.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_SIGNAL
 from mosaic.operators.evaluation._lanes import Lane, Launcher, Rounds, new_run_id, stop_lanes
 from mosaic.operators.evaluation._report import format_comparison_table
 from mosaic.operators.evaluation._results import (
@@ -57,7 +55,7 @@ from mosaic.operators.evaluation._results import (
     ScriptResult,
 )
 from mosaic.operators.evaluation._telemetry import (
-    DEFAULT_TELEMETRY_DIR as DEFAULT_TELEMETRY_DIR,  # noqa: PLC0414 - importable as before
+    DEFAULT_TELEMETRY_DIR as DEFAULT_TELEMETRY_DIR,  # importable from here, as before
 )
 from mosaic.operators.evaluation._telemetry import (
     ProgressCallback,
@@ -77,10 +75,10 @@ __all__ = [
     "ProgressCallback",
     "ScriptResult",
     "format_comparison_table",
-    "main",
     "operator_config_for",
     "resolve_telemetry_path",
     "run_script",
+    "run_script_file",
 ]
 
 
@@ -96,7 +94,7 @@ def _declares_ansi(env_id: str) -> bool:
         entry = gymnasium.spec(env_id).entry_point
         creator = load_env_creator(entry) if isinstance(entry, str) else entry
         return "ansi" in getattr(creator, "metadata", {}).get("render_modes", [])
-    except Exception:  # noqa: BLE001 - unknown or unloadable here: the worker will say why
+    except Exception:  # unknown or unloadable here: the worker will say why
         return False
 
 
@@ -165,8 +163,8 @@ def run_script(
     after every worker has been stopped and the telemetry closed with a ``run_end`` record.
     ``progress`` receives each ``episode`` and ``failure`` record, in the driving thread.
     A silent worker holds its round for at most ``timeouts.step`` seconds before it fails.
-    ``launcher`` defaults to an :class:`~mosaic.operators.driver.launcher.OperatorLauncher`; ``sleep``
-    is how the pause of ``step_pacing`` is taken.
+    ``launcher`` defaults to an :class:`~mosaic.operators.driver.launcher.OperatorLauncher`;
+    ``sleep`` is how the pause of ``step_pacing`` is taken.
     """
     if launcher is None:
         from mosaic.operators.driver.launcher import OperatorLauncher
@@ -231,29 +229,19 @@ def run_script(
 # -- the command line --------------------------------------------------------------------------
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run an evaluation file headless; print progress and the comparison table.
+def run_script_file(
+    file: str | Path, *, telemetry: str | Path | None = None, quiet: bool = False
+) -> int:
+    """Run the evaluation file ``file`` headless, printing progress and the comparison table.
 
-    Returns 0 when every operator finished every episode, 1 when an operator failed, 2 for a bad
-    evaluation file or an unwritable telemetry path, 130 on Ctrl-C (workers are stopped first).
+    This is ``mosaic evaluate``. ``telemetry`` overrides the file's telemetry path; ``quiet``
+    prints only the table. Returns the exit code (:mod:`mosaic.core.exit_codes`): ``EXIT_OK``
+    when every operator finished every episode, ``EXIT_FAILED`` when one failed,
+    ``EXIT_BAD_INPUT`` for an unwritable telemetry path, 130 on Ctrl-C (every worker is stopped
+    first). Raises ``ConfigError`` for a bad file, before anything starts.
     """
-    parser = argparse.ArgumentParser(
-        prog="python -m mosaic.operators.evaluation.script",
-        description="Run N operators headless on seeded episodes and compare them.",
-    )
-    parser.add_argument("file", help="the evaluation YAML file")
-    parser.add_argument("--telemetry", help="JSONL file or directory (overrides the file's)")
-    parser.add_argument("--quiet", action="store_true", help="print only the final table")
-    parser.add_argument("--log-level", default="WARNING", choices=LOG_LEVELS, type=str.upper,
-                        help="log level for mosaic and worker messages on stderr")
-    args = parser.parse_args(argv)
-    configure_logging(args.log_level)
-    try:
-        config = load_evaluation(args.file)
-    except ConfigError as error:
-        print_config_error(error, sys.stderr)
-        return 2
-    path = resolve_telemetry_path(config, args.telemetry)
+    config = load_evaluation(file)
+    path = resolve_telemetry_path(config, telemetry)
 
     def progress(record: Mapping[str, Any]) -> None:
         if record["kind"] == "episode":
@@ -265,25 +253,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print(f"  {record['message']}", flush=True)
 
-    if not args.quiet:
+    if not quiet:
         print(
             f"evaluating {config.uid}: {len(config.operators)} operators x "
             f"{config.episode_count} episodes ({config.environment_mode}); telemetry -> {path}",
             flush=True,
         )
     try:
-        result = run_script(
-            config, telemetry_path=path, progress=None if args.quiet else progress
-        )
+        result = run_script(config, telemetry_path=path, progress=None if quiet else progress)
     except KeyboardInterrupt:
         print("interrupted: every worker was stopped", file=sys.stderr)
-        return 130
+        return EXIT_SIGNAL[signal.SIGINT]
     except OSError as exc:
         print(f"error: cannot write telemetry to {path}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     print(format_comparison_table(result))
-    return 0 if result.ok else 1
+    return EXIT_OK if result.ok else EXIT_FAILED
 
-
-if __name__ == "__main__":
-    sys.exit(main())
