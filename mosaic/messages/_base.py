@@ -5,6 +5,9 @@ Every concrete message or record is a ``@dataclass(frozen=True, slots=True)`` th
 registers it under its class name, which is its type tag on the wire. A message is validated
 against its annotations when it is constructed and when it is decoded, so a message object always
 holds what its annotations promise (``tuple`` fields hold tuples, even when built from lists).
+
+Why one file of this length: the registry, the compiled field checkers and the decoder they
+serve are one mechanism; the checkers are built once per class and kept together with it.
 """
 
 from __future__ import annotations

@@ -23,6 +23,8 @@ Replies: ``ready``, ``step``, ``episode_end``, ``agent_ready``, ``action_selecte
 more fields (for example ``tokens`` and ``llm_error`` from the LLM worker), which are passed on.
 
 Only JSON is ever decoded; nothing on the wire can execute code.
+Why one file of this length: it is the whole wire contract, every command and reply with its
+field checks, so that the author of a worker in another language reads one module.
 """
 
 from __future__ import annotations

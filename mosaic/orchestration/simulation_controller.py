@@ -1,4 +1,9 @@
-"""The vanilla SimulationController: environment and agents alternate, step after step."""
+"""The vanilla SimulationController: environment and agents alternate, step after step.
+
+Why one file of this length: set-up, the per-step loop and the ordered shutdown share the
+per-environment state (links, mappings, the digest, the rows for the store), and the hot loop is
+easiest to keep lean when it can be read top to bottom in one place.
+"""
 
 from __future__ import annotations
 

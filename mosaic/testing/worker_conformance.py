@@ -15,6 +15,9 @@ starts three copies of the worker (one for most checks, one for SIGTERM, one for
 reads every reply strictly in order, and stops and reaps all three before returning, also when a
 check fails. Each reply is awaited at most ``timeout`` seconds; SIGTERM and EOF must end the
 worker within 2 seconds.
+
+Why one file of this length: it is a checker third parties run as one command, like
+PettingZoo's ``api_test``; every check it makes is listed here in the order it runs.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@ actions (CartPole, Acrobot, LunarLander, ...), on the NumPy :class:`~mosaic.agen
 
 The muscle samples actions from the softmax policy and sends each finished episode to the brain;
 the brain updates once it holds a batch of episodes and answers with the new policy weights.
+
+Why one file of this length: the brain and the muscle of one algorithm share its episode format
+and network, and change together.
 """
 
 from __future__ import annotations

@@ -18,6 +18,10 @@ Manual mode reads the same evaluation file as Script mode (``step_pacing`` anima
 writes the same JSONL telemetry, plus an ``episode_abandoned`` line for an episode cut short by
 Reset All. ``mosaic manual FILE`` (:func:`run_manual_file`) runs it; exit code 0, or 1 when an
 operator failed, 2 for a bad file, 130 on Ctrl-C.
+
+Why one file of this length: the terminal session (commands, screen, pacing) and the lock-step
+round it drives are one interaction; the lanes and results it shares with Script mode live in
+the private modules beside it.
 """
 
 from __future__ import annotations
