@@ -4,7 +4,7 @@
 * :mod:`~mosaic.core.seeding`: every seed of a run, derived from one;
 * :mod:`~mosaic.core.spaces`: Gymnasium spaces as plain data;
 * :mod:`~mosaic.core.imports`: resolving ``package.module:Name`` paths and environment ids;
-* :mod:`~mosaic.core.lifeline`: child processes that die with their parent;
+* :mod:`~mosaic.core.lifeline`: the parent-death signal, and whether a process exists;
 * :mod:`~mosaic.core.affinity`: pinning a run's step loop to a CPU;
 * :mod:`~mosaic.core.log_limit`: bounding how much a flood of bad input is logged;
 * :mod:`~mosaic.core.checkpoints`: brain state as ``.npz`` files.

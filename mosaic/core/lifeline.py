@@ -1,4 +1,5 @@
-"""Child processes die with their parent: no orphan survives a killed run."""
+"""What the operating system says of a child's lifeline: the parent-death signal, and whether a
+process exists. How a child uses them is :mod:`mosaic.runtime.processes.parent`'s business."""
 
 from __future__ import annotations
 
@@ -26,21 +27,6 @@ def arm_parent_death_signal(sig: int = signal.SIGTERM) -> bool:
         return False
 
 
-def die_with_parent(parent_pid: int, sig: int = signal.SIGTERM) -> bool:
-    """Ask the kernel to send ``sig`` to this process when its parent ends (Linux).
-
-    Returns False where the platform cannot do it; callers then rely on
-    :func:`parent_alive` checks. If the parent already ended before this call, the process
-    exits at once, since nobody would ever send it the signal.
-
-    mosaic starts component processes from threads that outlive them.
-    """
-    armed = arm_parent_death_signal(sig)
-    if not parent_alive(parent_pid):
-        os._exit(1)
-    return armed
-
-
 def process_exists(pid: int) -> bool:
     """True if a process ``pid`` exists, whoever owns it (a zombie counts)."""
     if pid <= 0:
@@ -55,7 +41,3 @@ def process_exists(pid: int) -> bool:
         return False
     return True
 
-
-def parent_alive(parent_pid: int) -> bool:
-    """True while this process is still the child of ``parent_pid``."""
-    return os.getppid() == parent_pid

@@ -8,24 +8,28 @@ inherited, nothing is pickled, the ZeroMQ context is created after the start).
 
 from __future__ import annotations
 
-import collections
 import logging
 import os
 import signal
-import subprocess
 import sys
-import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import Literal
+from typing import IO, Literal
 
-from mosaic.core.affinity import unpin_process
 from mosaic.core.errors import ComponentDied, RequestTimeout
 from mosaic.runtime import bootstrap, heartbeat
 from mosaic.runtime.bootstrap import Bootstrap
 from mosaic.runtime.component import Component, make_component
 from mosaic.runtime.host import ActorHost, HostStatus
+from mosaic.runtime.processes.child import ChildProcess, spawn
+from mosaic.runtime.processes.stop import (
+    STOPPED,
+    TERMINATED,
+    UNREAPED,
+    StopSchedule,
+    stop_in_order,
+)
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +39,11 @@ Check = Callable[[], None]
 _WAIT_SLICE_S = 0.05
 #: How long a stopping child that was already asked to shut down gets before SIGTERM.
 STOP_GRACE_S = 0.2
+#: How long a child gets to die after SIGKILL before it is reported and left.
+KILL_WAIT_S = 5.0
+#: Lines of a child's stderr kept for its crash report, and how long a dead child's are drained.
+STDERR_KEPT_LINES = 20
+DRAIN_DEAD_S = 0.05
 _live_processes: weakref.WeakSet[ProcessPlaced] = weakref.WeakSet()
 
 
@@ -138,7 +147,8 @@ class ProcessPlaced(Placed):
 
     Construction launches the child and returns at once; :meth:`wait_bound` waits until it has
     bound its endpoint, which it announces with ``READY <endpoint>`` on stdout. Its stderr is
-    forwarded to this process's log, and its last lines are kept to explain a crash.
+    forwarded to this process's log, and its last lines are kept to explain a crash (see
+    :class:`~mosaic.runtime.processes.child.ChildProcess`).
     The child dies with this process (``PR_SET_PDEATHSIG`` plus a parent check), and beats on
     a pipe of its own (:mod:`mosaic.runtime.heartbeat`): after ``heartbeat_timeout`` s of
     silence that it did not spend waiting for a CPU, it counts as hung. What it is trusted with
@@ -158,37 +168,30 @@ class ProcessPlaced(Placed):
         self.status = HostStatus()
         self.heartbeat_timeout = heartbeat_timeout
         self._heartbeat = heartbeat.HeartbeatMonitor(uid)
-        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=20)
         level = log_level if log_level is not None else logging.getLogger().getEffectiveLevel()
         command = [sys.executable, "-m", "mosaic.runtime.process_main", kind, uid, endpoint,
-                   "--component", component, "--parent-pid", str(os.getpid()), "--log-level", logging.getLevelName(level)]
-        self._pinned = cpu is not None
+                   "--component", component, "--parent-pid", str(os.getpid()),
+                   "--log-level", logging.getLevelName(level)]
         if cpu is not None:
             command += ["--cpu", str(cpu)]
         trust_read, trust_write = os.pipe()
         command += ["--heartbeat-fd", str(self._heartbeat.child_fd),
                     "--bootstrap-fd", str(trust_read)]
         try:
-            self._process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                start_new_session=True, close_fds=True,
-                pass_fds=(self._heartbeat.child_fd, trust_read),
-            )
+            process = spawn(command, pass_fds=(self._heartbeat.child_fd, trust_read))
         except BaseException:
             self._heartbeat.abandon()
             os.close(trust_write)
             raise
         finally:
             os.close(trust_read)
-        self._heartbeat.started(self._process.pid)
+        self._heartbeat.started(process.pid)
+        self._child = ChildProcess(
+            process, uid, read_stdout=self._read_stdout,
+            log=logging.getLogger(f"mosaic.child.{uid}"), default_level=logging.WARNING,
+            keep_lines=STDERR_KEPT_LINES, pinned=cpu is not None)
         bootstrap.write(trust_write, trust)
         _live_processes.add(self)
-        self._readers = [
-            threading.Thread(target=self._read_stdout, name=f"{uid}-stdout", daemon=True),
-            threading.Thread(target=self._read_stderr, name=f"{uid}-stderr", daemon=True),
-        ]
-        for reader in self._readers:
-            reader.start()
         self.endpoint = endpoint
 
     def wait_bound(self, timeout: float = 30.0, check: Check | None = None) -> ProcessPlaced:
@@ -207,12 +210,11 @@ class ProcessPlaced(Placed):
 
     @property
     def pid(self) -> int:
-        return self._process.pid
+        return self._child.pid
 
-    def _read_stdout(self) -> None:
-        assert self._process.stdout is not None
+    def _read_stdout(self, stdout: IO[bytes]) -> None:
         child_log = logging.getLogger(f"mosaic.child.{self.uid}")
-        for raw in self._process.stdout:
+        for raw in stdout:
             line = raw.decode("utf-8", "replace").rstrip("\n")
             if not self.status.bound.is_set() and line.startswith("READY "):
                 self.status.endpoint = line[6:].strip()
@@ -223,40 +225,22 @@ class ProcessPlaced(Placed):
             else:
                 child_log.info("%s", line)
 
-    def _read_stderr(self) -> None:
-        assert self._process.stderr is not None
-        child_log = logging.getLogger(f"mosaic.child.{self.uid}")
-        for raw in self._process.stderr:
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            self._stderr_tail.append(line)
-            level_name = line.split(" ", 1)[0]
-            level = logging.getLevelName(level_name)
-            child_log.log(level if isinstance(level, int) else logging.WARNING, "%s", line)
-
     def alive(self) -> bool:
-        return self._process.poll() is None
+        return self._child.alive()
 
     def exit_cause(self) -> str | None:
-        code = self._process.poll()
-        if code is None:
+        cause = self._child.exit_cause()
+        if cause is None:
             return None
-        if code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            cause = f"killed by {name}"
-        else:
-            cause = f"exit code {code}"
         tail = self.stderr_tail()
-        if code != 0 and tail:
+        if self._child.exit_code != 0 and tail:
             cause += f"; last output: {tail}"
         return cause
 
     def ended_in_order(self) -> bool:
         # SIGTERM is how stop() asks a child to stop: its handler runs the orderly shutdown,
         # but a child already on its way out may have its default action back and die of it.
-        return self._process.poll() in (0, -signal.SIGTERM)
+        return self._child.exit_code in (0, -signal.SIGTERM)
 
     def failure(self) -> str | None:
         cause = self.exit_cause()
@@ -270,62 +254,39 @@ class ProcessPlaced(Placed):
     def stderr_tail(self, lines: int = 5) -> str:
         """The last ``lines`` lines the child wrote to stderr, joined with `` | ``."""
         if not self.alive():
-            # A dead child's last lines may still be in the pipe: let the readers drain it.
-            for reader in self._readers:
-                reader.join(timeout=0.05)
-        return " | ".join(list(self._stderr_tail)[-lines:])
+            # A dead child's last lines may still be in the pipe: let the reader drain it.
+            self._child.drain_stderr(DRAIN_DEAD_S)
+        return " | ".join(self._child.stderr_lines()[-lines:])
 
     def wait(self, timeout: float) -> bool:
-        try:
-            self._process.wait(timeout)
-        except subprocess.TimeoutExpired:
+        if not self._child.wait(timeout):
             return False
-        self._reap_readers()
+        self._release()
         return True
 
     def kill(self) -> None:
-        if self._process.poll() is None:
-            self._unpin()
-            try:
-                self._process.kill()
-            except ProcessLookupError:
-                pass
-        try:
-            self._process.wait(5)
-        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
+        if not self._child.kill(KILL_WAIT_S):  # pragma: no cover - SIGKILL cannot be ignored
             log.error("%s did not die after SIGKILL", self.describe())
-        self._reap_readers()
+        self._release()
 
     def stop(self, timeout: float) -> bool:
         """Ask the child to stop with SIGTERM (its orderly stop), then SIGKILL after ``timeout``.
 
         A child already on its way out (after its shutdown request) gets a moment's grace
-        first. True if it ended without SIGKILL.
+        first, :data:`STOP_GRACE_S` at most. True if it ended without SIGKILL; after SIGKILL it
+        is given :data:`KILL_WAIT_S`.
         """
-        if self.wait(min(timeout, STOP_GRACE_S)):
-            return True
-        self._unpin()
-        try:
-            self._process.terminate()
-        except ProcessLookupError:
-            pass
-        if self.wait(timeout):
-            return True
-        self.kill()
-        return False
+        schedule = StopSchedule(ask_s=min(timeout, STOP_GRACE_S), sigterm_s=timeout,
+                                sigkill_s=KILL_WAIT_S)
+        outcome = stop_in_order(self._child, schedule)
+        if outcome == UNREAPED:  # pragma: no cover - SIGKILL cannot be ignored
+            log.error("%s did not die after SIGKILL", self.describe())
+        self._release()
+        return outcome in (STOPPED, TERMINATED)
 
-    def _unpin(self) -> None:
-        # A pinned child on its way out must not queue for one busy CPU while another is free.
-        if self._pinned:
-            unpin_process(self.pid)
-
-    def _reap_readers(self) -> None:
-        for reader in self._readers:
-            reader.join(timeout=1.0)
+    def _release(self) -> None:
+        self._child.release()
         self._heartbeat.close()
-        for pipe in (self._process.stdout, self._process.stderr):
-            if pipe is not None:
-                pipe.close()
         _live_processes.discard(self)
 
 
@@ -348,7 +309,8 @@ def place(component: str, kind: str, uid: str,
         built.allowed_imports = trust.allowed_imports
         return ThreadPlaced(built, kind, endpoint, cpu=cpu, timeout=timeout, check=check)
     if placement == "process":
-        return ProcessPlaced(kind, uid, endpoint, component=component, cpu=cpu, heartbeat_timeout=heartbeat_timeout,
+        return ProcessPlaced(kind, uid, endpoint, component=component, cpu=cpu,
+                             heartbeat_timeout=heartbeat_timeout,
                              trust=trust).wait_bound(timeout, check)
     raise ValueError(f"unknown placement {placement!r}: expected 'thread' or 'process'")
 

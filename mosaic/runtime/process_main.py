@@ -15,11 +15,11 @@ import signal
 import sys
 
 from mosaic.core.affinity import pin_current_thread
-from mosaic.core.lifeline import die_with_parent, parent_alive
 from mosaic.runtime.heartbeat import start_beating
+from mosaic.runtime.processes.parent import PARENT_CHECK_S, die_with_parent, on_first_sigterm
 
-#: How often the child looks for its parent when the kernel cannot signal it.
-PARENT_CHECK_S = 0.5
+#: How long an orphan (its parent gone) waits for its orderly stop before it exits anyway.
+ORPHAN_STOP_S = 5.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    die_with_parent(args.parent_pid)
+    # The parent check is the main loop's, below, once the component serves.
+    lifeline = die_with_parent(args.parent_pid, check_every=None)
     # Pin once, first, while this is the only thread: every thread started later (the
     # heartbeat, the actor, ZeroMQ's I/O threads) inherits the CPU, and a move that the kernel
     # is slow to make on a busy machine delays the start-up, not a heartbeat.
@@ -73,26 +74,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"READY {status.endpoint}", flush=True)
 
-    stopping = False
-
-    def stop() -> None:
-        # Once only. pykka's stop takes its inbox's lock, and a SIGTERM can interrupt this
-        # thread while it holds that lock; another stop from the handler would then wait for
-        # it forever. A killed parent sends several: one per parent thread that ends (each
-        # hands this child on to the next, see mosaic.core.lifeline).
-        nonlocal stopping
-        if not stopping:
-            stopping = True
-            ref.stop(block=False)
-
-    def on_term(signum: int, frame: object) -> None:
-        stop()
-
-    signal.signal(signal.SIGTERM, on_term)
+    on_first_sigterm(lambda: ref.stop(block=False))
     while not status.stopped.wait(PARENT_CHECK_S):
-        if not parent_alive(args.parent_pid):
-            stop()
-            status.stopped.wait(5.0)
+        if lifeline.check():  # the parent is gone, and this process has its SIGTERM
+            status.stopped.wait(ORPHAN_STOP_S)
             break
     return 0 if status.failure is None else 1
 

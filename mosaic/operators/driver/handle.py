@@ -1,17 +1,19 @@
 """Driver-side handles on worker subprocesses: :class:`OperatorProcessHandle` and
 :class:`MultiAgentOperatorHandle`.
 
-A handle owns one worker process started with pipes on stdin, stdout and stderr. Two daemon
-threads read the pipes: stdout lines go to a queue, stderr lines go to a bounded tail and to
-``logging`` (logger ``mosaic.operators.worker.<operator_id>``, at the level the line starts with,
-else INFO). Writes to stdin are non-blocking with a deadline, so no call waits without a bound.
+A handle owns one worker process started with pipes on stdin, stdout and stderr, supervised like
+every child of mosaic (:mod:`mosaic.runtime.processes`): stdout lines go to a queue, stderr lines
+to a bounded tail and to ``logging`` (logger ``mosaic.operators.worker.<operator_id>``, at the
+level the line starts with, else INFO). Writes to stdin are non-blocking with a deadline, so no
+call waits without a bound.
 
 Failures are told apart:
 
 * :class:`~mosaic.core.errors.WorkerTimeout`: the worker is alive but sent no reply in time;
-* :class:`~mosaic.core.errors.WorkerCrashed`: the worker exited (its exit code and stderr tail are on
-  the exception);
-* :class:`~mosaic.core.errors.WorkerProtocolError`: a line that is not valid JSON or not a valid reply;
+* :class:`~mosaic.core.errors.WorkerCrashed`: the worker exited (its exit code and stderr tail
+  are on the exception);
+* :class:`~mosaic.core.errors.WorkerProtocolError`: a line that is not valid JSON or not a valid
+  reply;
 * :class:`WorkerReplyError`: the worker answered ``error`` (only when the caller did not ask to get
   error replies back as dicts).
 
@@ -21,12 +23,13 @@ ids (late replies to requests that timed out). A reply without ``id`` is taken a
 workers that do not echo ids still work, but then a late reply cannot be told from the current
 one.
 
-The reader threads are in ``_pipe_readers``, the stop escalation in ``_stop`` and
-:class:`MultiAgentOperatorHandle` in :mod:`.multi_handle`; this module holds the protocol.
+The stdout reader is in ``_reply_reader`` and :class:`MultiAgentOperatorHandle` in
+:mod:`.multi_handle`; this module holds the protocol.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -43,10 +46,11 @@ from mosaic.operators import protocol as p
 from mosaic.operators.api.config import OperatorConfig
 
 # INIT_AGENT_KEYS is re-exported: it was defined here before the multi-agent handle moved out.
-from mosaic.operators.driver._commands import INIT_AGENT_KEYS as INIT_AGENT_KEYS  # noqa: PLC0414
+from mosaic.operators.driver._commands import INIT_AGENT_KEYS as INIT_AGENT_KEYS
 from mosaic.operators.driver._commands import init_agent_command, select_action_command
-from mosaic.operators.driver._pipe_readers import EOF, OVERSIZE, PipeReaders
-from mosaic.operators.driver._stop import escalate_stop
+from mosaic.operators.driver._reply_reader import EOF, OVERSIZE, ReplyReader
+from mosaic.runtime.processes.child import ChildProcess
+from mosaic.runtime.processes.stop import KILLED, UNREAPED, StopSchedule, stop_in_order
 
 __all__ = ["OperatorProcessHandle", "WorkerReplyError"]
 
@@ -103,12 +107,11 @@ class OperatorProcessHandle:
         if self.interactive and process.stdin is not None:
             self._stdin_fd = process.stdin.fileno()
             os.set_blocking(self._stdin_fd, False)
-        self._pipes = PipeReaders(
-            process,
-            operator_id,
-            max_queued_lines=self.MAX_QUEUED_LINES,
-            tail_lines=self.STDERR_TAIL_LINES,
-        )
+        self._replies = ReplyReader(self.MAX_QUEUED_LINES)
+        self._child = ChildProcess(
+            process, operator_id, read_stdout=self._replies.read,
+            log=logging.getLogger(f"mosaic.operators.worker.{operator_id}"),
+            default_level=logging.INFO, keep_lines=self.STDERR_TAIL_LINES)
 
     def __repr__(self) -> str:
         return f"<OperatorProcessHandle {self.operator_id} pid={self.pid} exit={self.exit_code}>"
@@ -129,16 +132,16 @@ class OperatorProcessHandle:
     @property
     def is_running(self) -> bool:
         """True while the process has not exited."""
-        return self.process.poll() is None
+        return self._child.alive()
 
     @property
     def exit_code(self) -> int | None:
         """The exit code (negative: killed by that signal), or None while running."""
-        return self.process.poll()
+        return self._child.exit_code
 
     def stderr_tail(self, max_chars: int = 8000) -> str:
         """The last lines the worker wrote to stderr (at most ``max_chars`` characters)."""
-        return self._pipes.stderr_tail(max_chars)
+        return "\n".join(self._child.stderr_lines())[-max_chars:]
 
     # -- sending --
 
@@ -308,9 +311,9 @@ class OperatorProcessHandle:
         while True:
             remaining = deadline - time.monotonic()
             try:
-                item = self._pipes.replies.get(timeout=max(0.0, min(remaining, 0.25)))
+                item = self._replies.replies.get(timeout=max(0.0, min(remaining, 0.25)))
             except queue.Empty:
-                if self.process.poll() is not None:
+                if not self._child.alive():
                     # The reader normally reports EOF right after exit; a grandchild holding
                     # the pipe open must not make a dead worker look alive.
                     exited_at = exited_at or time.monotonic()
@@ -351,12 +354,9 @@ class OperatorProcessHandle:
             f"{timeout:.2f} s")
 
     def _crashed(self) -> WorkerCrashed:
-        try:
-            self.process.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
-            pass
-        self._pipes.stderr_thread.join(timeout=0.5)
-        return WorkerCrashed(self.operator_id, self.process.poll(), self.stderr_tail())
+        self._child.wait(1.0)
+        self._child.drain_stderr(0.5)
+        return WorkerCrashed(self.operator_id, self._child.exit_code, self.stderr_tail())
 
     # -- shutdown --
 
@@ -370,27 +370,28 @@ class OperatorProcessHandle:
         """
         with self._stop_lock:
             if self._stopped:
-                return self.process.poll()
+                return self._child.exit_code
             try:
-                if self.process.poll() is not None:
+                if not self._child.alive():
                     self.stop_outcome = "already_exited"
                 else:
-                    self.stop_outcome = self._escalate(max(timeout, 0.4))
-                if self.stop_outcome in ("sigkill", "unreaped"):
+                    can_ask = self._stdin_fd is not None
+                    self.stop_outcome = stop_in_order(
+                        self._child, StopSchedule.sharing(max(timeout, 0.4), ask=can_ask),
+                        ask=self._ask_to_stop if can_ask else None,
+                        close_stdin=self._close_stdin)
+                if self.stop_outcome in (KILLED, UNREAPED):
                     log.warning("worker %s did not stop in time: %s", self.operator_id,
                                 self.stop_outcome)
             finally:
                 self._stopped = True
                 self._close_pipes()
-            return self.process.poll()
+            return self._child.exit_code
 
-    def _escalate(self, budget: float) -> str:
-        send_stop = self._send_stop if self._stdin_fd is not None else None
-        return escalate_stop(
-            self.process, budget, send_stop=send_stop, close_stdin=self._close_stdin)
-
-    def _send_stop(self, timeout: float) -> None:
-        self._write(p.encode_line({"cmd": p.CMD_STOP, "id": next(self._ids)}), timeout)
+    def _ask_to_stop(self, timeout: float) -> None:
+        # One that cannot be asked (gone, or not reading its stdin) is ended by the next steps.
+        with contextlib.suppress(WorkerError):
+            self.send({"cmd": p.CMD_STOP}, timeout=timeout)
 
     def close_stdin(self) -> None:
         """Close the worker's stdin; a conforming worker exits on the EOF. Idempotent."""
@@ -400,11 +401,10 @@ class OperatorProcessHandle:
         with self._send_lock:
             self._stdin_fd = None
             if self.process.stdin is not None and not self.process.stdin.closed:
-                try:
+                with contextlib.suppress(OSError):
                     self.process.stdin.close()
-                except OSError:
-                    pass
 
     def _close_pipes(self) -> None:
         self._close_stdin()
-        self._pipes.close()
+        self._replies.close()
+        self._child.release()

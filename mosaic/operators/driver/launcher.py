@@ -35,7 +35,6 @@ import json
 import logging
 import os
 import secrets
-import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -47,8 +46,9 @@ from mosaic.operators.api.config import OperatorConfig, WorkerAssignment
 from mosaic.operators.driver.handle import OperatorProcessHandle
 from mosaic.operators.driver.multi_handle import MultiAgentOperatorHandle
 from mosaic.operators.worker.runtime import PARENT_PID_ENV
+from mosaic.runtime.processes.child import spawn
 
-__all__ = ["OperatorLauncher", "PROXY_VARIABLES", "WORKER_MODULES"]
+__all__ = ["PROXY_VARIABLES", "WORKER_MODULES", "OperatorLauncher"]
 
 log = logging.getLogger("mosaic.operators.driver.launcher")
 
@@ -324,16 +324,7 @@ class OperatorLauncher:
         if self.telemetry_dir is not None:
             Path(self.telemetry_dir).mkdir(parents=True, exist_ok=True)
         try:
-            process = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE if interactive else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=environment,
-                cwd=self.cwd,
-                start_new_session=True,
-                close_fds=True,
-            )
+            process = spawn(argv, stdin=interactive, env=environment, cwd=self.cwd)
         except OSError as exc:
             raise WorkerError(f"could not start worker {operator_id} ({argv[0]}): {exc}") from exc
         log.debug("started worker %s pid %d: %s", operator_id, process.pid, argv)

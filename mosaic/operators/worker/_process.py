@@ -9,13 +9,10 @@ import argparse
 import json
 import logging
 import os
-import signal
 import sys
-import threading
-import time
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NoReturn
 
-from mosaic.core.lifeline import arm_parent_death_signal, process_exists
+from mosaic.runtime.processes.parent import die_with_parent, on_first_sigterm
 
 log = logging.getLogger("mosaic.worker")
 
@@ -67,44 +64,27 @@ def make_env(
 
 
 def install_parent_death_signal(poll_interval: float = 1.0) -> None:
-    """Make this process get SIGTERM when its parent dies.
+    """Make this process get SIGTERM when its parent dies, as every child of mosaic does.
 
     On Linux ``prctl(PR_SET_PDEATHSIG, SIGTERM)`` asks the kernel for it. Note that the kernel
     sends it when the parent *thread* that started this process exits. A daemon thread also
     checks every ``poll_interval`` seconds whether the parent pid changed, and at start whether
     the launcher's pid (``MOSAIC_PARENT_PID``) is still alive, which covers a parent that died
-    before the ``prctl`` call and systems without ``prctl``.
+    before the ``prctl`` call and systems without ``prctl``. See
+    :func:`mosaic.runtime.processes.parent.die_with_parent`.
     """
-    if not arm_parent_death_signal(signal.SIGTERM):  # not fatal: the pid check still works
-        log.debug("prctl(PR_SET_PDEATHSIG) unavailable; relying on the parent-pid check")
-    parent = os.getppid()
     launcher = os.environ.get(PARENT_PID_ENV, "")
-    if launcher.isdigit() and not process_exists(int(launcher)):
-        os.kill(os.getpid(), signal.SIGTERM)
-        return
-
-    def watch() -> None:
-        while True:
-            time.sleep(poll_interval)
-            if os.getppid() != parent:
-                os.kill(os.getpid(), signal.SIGTERM)
-                return
-
-    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+    die_with_parent(launcher_pid=int(launcher) if launcher.isdigit() else None,
+                    check_every=poll_interval)
 
 
 def install_sigterm_handler() -> None:
     """Make SIGTERM raise :class:`WorkerTerminated` in the main thread (once: not in cleanup)."""
-    fired = False
+    on_first_sigterm(_raise_terminated)
 
-    def on_sigterm(signum: int, frame: Any) -> None:
-        nonlocal fired
-        if fired:  # a second SIGTERM must not interrupt the cleanup of the first
-            return
-        fired = True
-        raise WorkerTerminated()
 
-    signal.signal(signal.SIGTERM, on_sigterm)
+def _raise_terminated() -> NoReturn:
+    raise WorkerTerminated()
 
 
 def protocol_stdout() -> BinaryIO:

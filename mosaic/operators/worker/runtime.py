@@ -21,8 +21,8 @@ is doing (including rendering or waiting for an HTTP reply); the worker also exi
 dies (``PR_SET_PDEATHSIG`` on Linux, plus a parent-pid check every second).
 
 The pieces live in private modules, one concern each: the policy protocol and action helpers
-(``_worker_policy``), the command loop (``_worker_loop``) and the process setup
-(``_worker_process``). This module puts them together in :func:`run_worker`.
+(``_policy``), the command loop (``_loop``) and the process setup
+(``_process``). This module puts them together in :func:`run_worker`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Tests of mosaic's process runtime. Shared fixtures are in conftest.py."""
