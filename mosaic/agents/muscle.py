@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mosaic.agents.context import MuscleContext
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 
 class Muscle:
@@ -26,6 +29,17 @@ class Muscle:
     """
 
     context: MuscleContext
+
+    @classmethod
+    def params_model(cls) -> type[BaseModel] | None:
+        """The pydantic model of this muscle's ``params``, or ``None`` (the default) for any.
+
+        Loading an experiment file validates each agent's muscle params (the agent's ``params``
+        with the muscle's own over them) with it, so that bad params are reported with the file,
+        line and key path before anything starts. Override it to return a model; import the
+        model inside, so that importing the muscle in a component process stays light.
+        """
+        return None
 
     def setup(self, context: MuscleContext) -> None:
         """Remember the context. Override to build models; call ``super().setup(context)``."""

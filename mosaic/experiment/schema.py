@@ -15,6 +15,7 @@ error is reported; the one config pipeline (:mod:`mosaic.core.config_problems`) 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import ipaddress
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +25,7 @@ import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from mosaic.agents import Brain, Mode, Muscle
-from mosaic.core.config_problems import Loc, Problem, describe_value, raise_problems
+from mosaic.core.config_problems import Loc, Problem, describe_value, raise_problems, validate
 from mosaic.core.imports import (
     EnvKind,
     ImportPathError,
@@ -276,6 +277,33 @@ class AgentConfig(_Model):
     checkpoint_every: int = Field(
         default=0, ge=0, description="a whole number >= 0 (episodes; 0: only at phase end)"
     )
+
+    @model_validator(mode="after")
+    def _muscle_params(self) -> AgentConfig:
+        problems = _muscle_params_problems(self)
+        if problems:
+            raise_problems(*problems)
+        return self
+
+
+def _muscle_params_problems(agent: AgentConfig) -> list[Problem]:
+    """The muscle's params checked with its class's ``params_model``, if it has one.
+
+    The muscle gets the agent's ``params`` with its own over them; each problem is placed where
+    its key is written (under ``muscle.params``, unless only the agent's ``params`` has it).
+    """
+    muscle = resolve_class(agent.muscle.class_path, Muscle)  # checked by MuscleSpec already
+    model = muscle.params_model() if issubclass(muscle, Muscle) else None
+    if model is None:
+        return []
+    own = agent.muscle.params
+    _, problems = validate(model, {**agent.params, **own})
+
+    def where(loc: Loc) -> Loc:
+        from_agent = bool(loc) and loc[0] in agent.params and loc[0] not in own
+        return ("params", *loc) if from_agent else ("muscle", "params", *loc)
+
+    return [dataclasses.replace(problem, loc=where(problem.loc)) for problem in problems]
 
 
 class TerminationConfig(_Model):

@@ -23,8 +23,9 @@ factory is called with ``params`` as keyword arguments, plus those of ``action_s
 set.
 
 *As a worker subprocess*, with ``type`` (``llm``, ``random``, ``rl``, ``scripted``, ``passive``,
-``human`` or ``command``): ``settings`` are the worker's options (the table in
-:mod:`mosaic.operators.driver.launcher`), ``command`` the argv of a ``command`` worker, and ``task``
+``human`` or ``command``): ``settings`` are the worker's options, those of its type in an
+evaluation file (:mod:`mosaic.operators.evaluation.schema`, checked with the same models),
+``command`` the argv of a ``command`` worker, and ``task``
 (e.g. ``FrozenLake-v1``) and ``env_name`` name the game to the worker (the LLM worker puts them in
 its prompt; ``env_name`` defaults to the environment's uid). The worker is started by
 :class:`~mosaic.operators.OperatorLauncher` in :meth:`OperatorMuscle.setup` and receives
@@ -40,6 +41,10 @@ the operator answers ``None``). Keys it does not know are ignored, since an agen
 shared with its brain; unknown keys inside ``operator`` are errors. Keep ``timeout`` below the
 experiment's ``timeouts.step`` so that the operator's own error, not a step timeout, ends the run.
 
+The params are checked when the experiment file is loaded (``mosaic experiment-check``), so that a
+bad one is reported with the file, line and key path and nothing starts; the models are in
+:mod:`mosaic.operators.muscle_params`. What ``class`` and ``function`` name is imported at set-up.
+
 Legal actions: the environment's action mask of a ``Discrete`` slot is passed to the operator as
 the list of legal actions; masks of other spaces are not passed on.
 
@@ -54,15 +59,15 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from gymnasium import spaces
 
 from mosaic.agents import Muscle, MuscleContext, Slot
 from mosaic.core.errors import MosaicError
-from mosaic.operators.api.config import OPERATOR_TYPES, OperatorConfig
+from mosaic.operators.api.config import OperatorConfig
 from mosaic.operators.api.operator import (
     EpisodeSummary,
     NamedOperator,
@@ -75,36 +80,20 @@ from mosaic.operators.driver.handle import OperatorProcessHandle
 from mosaic.operators.driver.launcher import OperatorLauncher
 from mosaic.operators.worker.runtime import noop_action
 
-__all__ = [
-    "BUILTIN_OPERATORS",
-    "DEFAULT_LLM_TIMEOUT_S",
-    "DEFAULT_START_TIMEOUT_S",
-    "DEFAULT_STOP_TIMEOUT_S",
-    "DEFAULT_TIMEOUT_S",
-    "OperatorError",
-    "OperatorMuscle",
-]
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from mosaic.operators.muscle_params import InProcessSpec, WorkerSpec
+
+__all__ = ["OperatorError", "OperatorMuscle"]
 
 log = logging.getLogger(__name__)
 
-#: Seconds per operator call, unless ``params.timeout`` says otherwise (LLM workers: below).
-DEFAULT_TIMEOUT_S = 10.0
-#: Seconds per call of an ``llm`` worker: one chat completion per action.
-DEFAULT_LLM_TIMEOUT_S = 30.0
-#: Seconds to start a worker and receive its ``agent_ready``.
-DEFAULT_START_TIMEOUT_S = 10.0
-#: Seconds to stop a worker (stop command, EOF, SIGTERM, SIGKILL; see the handle's ``stop``).
-DEFAULT_STOP_TIMEOUT_S = 3.0
 #: Share of ``timeout`` an LLM worker may spend on one HTTP socket operation (unless its
 #: ``settings.timeout`` is given): a slow endpoint then gets the worker's fallback action in time,
 #: rather than failing the run on the muscle's timeout.
 LLM_HTTP_SHARE = 0.45
-#: The in-process shorthands accepted as ``operator.class``.
-BUILTIN_OPERATORS = ("random", "passive", "scripted")
-
 _SEED_BOUND = 2**31 - 1
-_IN_PROCESS_KEYS = frozenset({"class", "params", "function", "id", "name"})
-_WORKER_KEYS = frozenset({"type", "settings", "command", "task", "env_name", "id", "name"})
 _INJECTED = ("action_space", "observation_space", "seed", "operator_id")
 
 
@@ -125,103 +114,6 @@ class OperatorError(MosaicError):
 
 def _cause(error: BaseException) -> str:
     return str(error) if isinstance(error, MosaicError) else f"{type(error).__name__}: {error}"
-
-
-def _seconds(params: Mapping[str, Any], key: str, default: float) -> float:
-    value = params.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise MosaicError(f"OperatorMuscle params.{key} must be a number of seconds > 0; "
-                          f"got {value!r}")
-    return float(value)
-
-
-@dataclass(frozen=True)
-class _Spec:
-    """``params.operator``, checked."""
-
-    operator_id: str
-    name: str
-    kind: str  # "worker" or "in_process"
-    target: str  # the worker type, or the class path / shorthand
-    params: Mapping[str, Any] = field(default_factory=dict)
-    function: str | None = None
-    settings: Mapping[str, Any] = field(default_factory=dict)
-    command: tuple[str, ...] | None = None
-    task: str | None = None
-    env_name: str | None = None
-
-    @property
-    def description(self) -> str:
-        if self.kind == "worker":
-            return f"{self.target} worker"
-        return f"in-process {self.target}"
-
-
-def _parse_spec(raw: Any, default_id: str) -> _Spec:
-    """Check ``params.operator``; raises MosaicError naming the key that is wrong."""
-    where = "OperatorMuscle params.operator"
-    if isinstance(raw, str):
-        raw = {"class": raw}
-    if not isinstance(raw, Mapping):
-        raise MosaicError(f"{where} must be a mapping with 'class' (an in-process operator) or "
-                          f"'type' (a worker operator); got {raw!r}")
-    if ("class" in raw) == ("type" in raw):
-        raise MosaicError(f"{where} needs exactly one of 'class' (an in-process operator) and "
-                          f"'type' (a worker operator); got keys {sorted(raw)}")
-    allowed = _IN_PROCESS_KEYS if "class" in raw else _WORKER_KEYS
-    unknown = sorted(set(raw) - allowed)
-    if unknown:
-        raise MosaicError(f"{where} does not take {unknown}; expected some of {sorted(allowed)}")
-    operator_id = raw.get("id", default_id)
-    if not isinstance(operator_id, str) or not operator_id:
-        raise MosaicError(f"{where}.id must be a non-empty text; got {operator_id!r}")
-    name = raw.get("name", operator_id)
-    if not isinstance(name, str):
-        raise MosaicError(f"{where}.name must be a text; got {name!r}")
-    if "class" in raw:
-        return _parse_in_process(raw, operator_id, name, where)
-    return _parse_worker(raw, operator_id, name, where)
-
-
-def _parse_in_process(raw: Mapping[str, Any], operator_id: str, name: str, where: str) -> _Spec:
-    target = raw["class"]
-    if not isinstance(target, str) or not (target in BUILTIN_OPERATORS or ":" in target):
-        raise MosaicError(f"{where}.class must be one of {', '.join(BUILTIN_OPERATORS)} or an "
-                          f"import path 'package.module:Factory'; got {target!r}")
-    params = raw.get("params") or {}
-    if not isinstance(params, Mapping):
-        raise MosaicError(f"{where}.params must be a mapping; got {params!r}")
-    function = raw.get("function")
-    if (target == "scripted") != (function is not None):
-        raise MosaicError(f"{where}.function (an import path 'package.module:fn') goes with "
-                          f"class 'scripted', and only with it")
-    if function is not None and not isinstance(function, str):
-        raise MosaicError(f"{where}.function must be an import path text; got {function!r}")
-    if target in BUILTIN_OPERATORS and params:
-        raise MosaicError(f"{where}.params: the built-in {target!r} operator takes no params")
-    return _Spec(operator_id, name, "in_process", target, dict(params), function=function)
-
-
-def _parse_worker(raw: Mapping[str, Any], operator_id: str, name: str, where: str) -> _Spec:
-    kind = raw["type"]
-    if kind not in OPERATOR_TYPES:
-        raise MosaicError(f"{where}.type must be one of {', '.join(OPERATOR_TYPES)}; "
-                          f"got {kind!r}")
-    settings = raw.get("settings") or {}
-    if not isinstance(settings, Mapping):
-        raise MosaicError(f"{where}.settings must be a mapping; got {settings!r}")
-    command = raw.get("command")
-    if command is not None and (isinstance(command, str) or not isinstance(command, Sequence)):
-        raise MosaicError(f"{where}.command must be a list of argv texts; got {command!r}")
-    if (kind == "command") != (command is not None):
-        raise MosaicError(f"{where}.command (the worker's argv) goes with type 'command', "
-                          "and only with it")
-    for key in ("task", "env_name"):
-        if raw.get(key) is not None and not isinstance(raw[key], str):
-            raise MosaicError(f"{where}.{key} must be a text; got {raw[key]!r}")
-    return _Spec(operator_id, name, "worker", kind, settings=dict(settings),
-                 command=tuple(command) if command is not None else None,
-                 task=raw.get("task"), env_name=raw.get("env_name"))
 
 
 class _AgentWorker(NamedOperator):
@@ -306,42 +198,49 @@ class OperatorMuscle(Muscle):
         self._lanes: dict[str, _Lane] = {}
         self._noop: Any = None
         self._has_noop = False
-        self._stop_timeout = DEFAULT_STOP_TIMEOUT_S
+        self._stop_timeout = 0.0  # set by setup before any worker starts
+
+    @classmethod
+    def params_model(cls) -> type[BaseModel]:
+        """:class:`~mosaic.operators.muscle_params.OperatorMuscleParams`."""
+        from mosaic.operators.muscle_params import OperatorMuscleParams
+
+        return OperatorMuscleParams
 
     def setup(self, context: MuscleContext) -> None:
         """Build (and for workers, launch) one operator per slot; see the class docstring.
 
-        Raises MosaicError for bad params and :class:`OperatorError` when an operator cannot be
-        built or a worker does not start in time; nothing is left running then.
+        Raises MosaicError for bad params (worded as when the experiment file is loaded) and
+        :class:`OperatorError` when an operator cannot be built or a worker does not start in
+        time; nothing is left running then.
         """
         super().setup(context)
-        params = context.params
-        spec = _parse_spec(params.get("operator"), context.agent)
-        default = DEFAULT_LLM_TIMEOUT_S if spec.target == "llm" else DEFAULT_TIMEOUT_S
-        timeout = _seconds(params, "timeout", default)
-        start_timeout = _seconds(params, "start_timeout", DEFAULT_START_TIMEOUT_S)
-        self._stop_timeout = _seconds(params, "stop_timeout", DEFAULT_STOP_TIMEOUT_S)
-        self._has_noop = "noop_action" in params
-        self._noop = params.get("noop_action")
+        # Imported here: a component process pays for pydantic only when it sets a muscle up.
+        from mosaic.operators.muscle_params import WorkerSpec, check_params
+
+        params = check_params(context.params, context.agent, f"OperatorMuscle {context.muscle}")
+        spec = params.operator
+        self._stop_timeout = params.stop_timeout
+        self._has_noop, self._noop = params.has_noop, params.noop_action
         slots = sorted(context.slots.items())
         try:
             for uid, slot in slots:
-                operator_id = spec.operator_id if len(slots) == 1 else f"{spec.operator_id}.{uid}"
+                operator_id = spec.id if len(slots) == 1 else f"{spec.id}.{uid}"
                 seed = int(context.rng.integers(_SEED_BOUND))
-                if spec.kind == "worker":
-                    lane = self._launch(spec, operator_id, slot, timeout)
+                if isinstance(spec, WorkerSpec):
+                    lane = self._launch(spec, operator_id, slot, params.timeout)
                 else:
                     lane = self._build(spec, operator_id, slot, seed)
                 self._lanes[uid] = lane
             for uid, slot in slots:  # launched together above, so their start-ups overlap
                 lane = self._lanes[uid]
-                if lane.worker is not None:
-                    self._start(lane, lane.worker, spec, slot, start_timeout)
+                if lane.worker is not None and isinstance(spec, WorkerSpec):
+                    self._start(lane, lane.worker, spec, slot, params.start_timeout)
         except BaseException:
             self.teardown()
             raise
 
-    def _build(self, spec: _Spec, operator_id: str, slot: Slot, seed: int) -> _Lane:
+    def _build(self, spec: InProcessSpec, operator_id: str, slot: Slot, seed: int) -> _Lane:
         description = spec.description
         try:
             operator = _make_in_process(spec, operator_id, slot, seed)
@@ -351,18 +250,18 @@ class OperatorMuscle(Muscle):
                    if not hasattr(operator, m)]
         if missing:
             raise OperatorError(operator_id, description, "start",
-                                f"{spec.target} returned a {type(operator).__name__}, which is "
+                                f"{spec.class_} returned a {type(operator).__name__}, which is "
                                 f"not an Operator: it lacks {', '.join(missing)}")
         return _Lane(slot.uid, slot.action_space, operator, description)
 
-    def _launch(self, spec: _Spec, operator_id: str, slot: Slot, timeout: float) -> _Lane:
-        settings = dict(spec.settings)
-        if spec.target == "llm" and "timeout" not in settings:
+    def _launch(self, spec: WorkerSpec, operator_id: str, slot: Slot, timeout: float) -> _Lane:
+        settings = dict(spec.settings or {})
+        if spec.type == "llm" and "timeout" not in settings:
             settings["timeout"] = round(timeout * LLM_HTTP_SHARE, 3)
         description = spec.description
         try:
             config = OperatorConfig.single_agent(
-                operator_id, spec.target, operator_id, spec.name,
+                operator_id, spec.type, operator_id, spec.name,
                 env_name=spec.env_name or self.context.environment, task="", settings=settings,
                 command=spec.command)
             handle = OperatorLauncher().launch(config)
@@ -371,7 +270,7 @@ class OperatorMuscle(Muscle):
         worker = _AgentWorker(handle, operator_id, spec.name, slot.uid, timeout)
         return _Lane(slot.uid, slot.action_space, worker, description, worker=worker)
 
-    def _start(self, lane: _Lane, worker: _AgentWorker, spec: _Spec, slot: Slot,
+    def _start(self, lane: _Lane, worker: _AgentWorker, spec: WorkerSpec, slot: Slot,
                timeout: float) -> None:
         settings: dict[str, Any] = {}
         space = slot.action_space
@@ -471,22 +370,22 @@ class OperatorMuscle(Muscle):
         return {uid: lane.operator for uid, lane in self._lanes.items()}
 
 
-def _make_in_process(spec: _Spec, operator_id: str, slot: Slot, seed: int) -> Any:
+def _make_in_process(spec: InProcessSpec, operator_id: str, slot: Slot, seed: int) -> Any:
     from mosaic.core.imports import import_object
 
-    if spec.target == "random":
+    if spec.class_ == "random":
         return RandomOperator(slot.action_space, seed, operator_id=operator_id, name=spec.name)
-    if spec.target == "passive":
+    if spec.class_ == "passive":
         return PassiveOperator(operator_id=operator_id, name=spec.name)
-    if spec.target == "scripted":
+    if spec.class_ == "scripted":
         fn = import_object(str(spec.function))
         if not callable(fn):
             raise MosaicError(f"{spec.function} is not callable")
         return ScriptedOperator(fn, operator_id=operator_id, name=spec.name)
-    factory = import_object(spec.target)
+    factory = import_object(spec.class_)
     if not callable(factory):
-        raise MosaicError(f"{spec.target} is not a class or function")
-    kwargs = dict(spec.params)
+        raise MosaicError(f"{spec.class_} is not a class or function")
+    kwargs = dict(spec.params or {})
     offered = {"action_space": slot.action_space, "observation_space": slot.observation_space,
                "seed": seed, "operator_id": operator_id}
     accepted: Mapping[str, inspect.Parameter]

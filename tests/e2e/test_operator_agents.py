@@ -119,3 +119,34 @@ def test_a_worker_that_crashes_mid_run_fails_the_run_and_names_it(
     assert [action for _, _, _, action, _ in steps_of(store)] == [0, 0, 0, 0]
     assert_counts_match_rows(store)
     # process_tag checks that the crashed worker and every component process are gone.
+
+
+@pytest.mark.parametrize("command", ["experiment-check", "experiment-start"])
+def test_a_bad_operator_is_refused_at_load_with_file_line_and_key(
+    tmp_path: Path, process_tag: str, command: str,
+) -> None:
+    path = write_experiment(tmp_path, """\
+        uid: bad-operator
+        environments:
+          - uid: lake
+            env: gymnasium:FrozenLake-v1
+        agents:
+          - uid: player
+            muscle:
+              class: mosaic.operators:OperatorMuscle
+              params:
+                operator:
+                  type: lmm
+                  settings: {base_url: "http://127.0.0.1:9/v1", model: m}
+                timeout: 5
+    """)
+    store = tmp_path / "results.sqlite"
+    result = run_mosaic(command, str(path), *(["--store", str(store)]
+                                              if command == "experiment-start" else []))
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.splitlines() == [
+        f"error: {path}:11: agents[0].muscle.params.operator.type: expected one of random, "
+        "passive, scripted, rl, llm, human, command, got the text 'lmm' "
+        "(hint: did you mean 'llm'?)"]
+    assert not store.exists()  # nothing started; process_tag checks that no worker did either

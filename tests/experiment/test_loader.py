@@ -108,6 +108,17 @@ CORPUS: dict[str, Expect] = {
     "negative_seed.yml": Expect("seed", 2, "from 0 to 9223372036854775807, got the number -1"),
     "no_environments.yml": Expect("environments", 2, "at least 1 item"),
     "numeric_uid.yml": Expect("uid", 1, "got the number 2024", "quote"),
+    "operator_timeout_in_agent_params.yml": Expect(
+        "agents[0].params.timeout", 8, "expected a number of seconds > 0, got the number 0"
+    ),
+    "operator_unknown_setting.yml": Expect(
+        "agents[0].muscle.params.operator.settings.modle", 14, "unknown key 'modle'",
+        "did you mean 'model'?",
+    ),
+    "operator_unknown_type.yml": Expect(
+        "agents[0].muscle.params.operator.type", 11, "expected one of random, passive, scripted",
+        "did you mean 'llm'?",
+    ),
     "params_date.yml": Expect("agents[0].params.schedule.start", 10, "got a date", "quote"),
     "pettingzoo_unknown_module.yml": Expect(
         "environments[0].env", 4, "no environment module", "'pettingzoo:classic.tictactoe_v3'"

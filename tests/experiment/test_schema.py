@@ -327,6 +327,49 @@ class TestUserCode:
         assert config.agents[0].brain.class_path == f"{name}:Learner"
         assert config.agents[0].muscle.class_path == f"{name}:Nested.Actor"
 
+    def test_a_muscle_params_model_checks_the_merged_params_where_they_are_written(
+        self, write: Callable[[str], Path], user_module: Callable[[str], str]
+    ) -> None:
+        name = user_module(
+            """
+            from pydantic import BaseModel, ConfigDict, Field
+            from mosaic.agents import RandomMuscle
+
+            class Params(BaseModel):
+                model_config = ConfigDict(strict=True, extra="ignore")
+                speed: int = Field(ge=1, description="a whole number >= 1")
+                gear: int = 1
+
+            class Checked(RandomMuscle):
+                @classmethod
+                def params_model(cls):
+                    return Params
+            """
+        )
+        text = f"""
+            uid: user
+            environments:
+              - uid: cartpole
+                env: gymnasium:CartPole-v1
+            agents:
+              - uid: agent
+                params: {{speed: 0, gear: 2, colour: red}}
+                muscle:
+                  class: {name}:Checked
+                  params: {{gear: two}}
+            """
+        with pytest.raises(ConfigError) as caught:
+            load_experiment(write(text))
+        found = {(p.location, p.line, p.message) for p in caught.value.problems}
+        assert found == {
+            ("agents[0].params.speed", 8, "expected a whole number >= 1, got the number 0"),
+            ("agents[0].muscle.params.gear", 11, "expected a whole number, got the text 'two'"),
+        }
+        # The muscle's own value wins over the agent's, and keys the model ignores stay allowed.
+        config = load_experiment(write(text.replace("speed: 0", "speed: 3")
+                                       .replace("gear: two", "gear: 4"))).run_config(0)
+        assert config.agents[0].muscle.params == {"speed": 3, "gear": 4, "colour": "red"}
+
     def test_module_failing_at_import_is_reported_with_its_error(
         self, write: Callable[[str], Path], user_module: Callable[[str], str]
     ) -> None:

@@ -15,7 +15,8 @@ import pytest
 from gymnasium import spaces
 
 from mosaic.agents import MuscleContext, Slot
-from mosaic.core.errors import MosaicError
+from mosaic.core.errors import ConfigError, MosaicError
+from mosaic.experiment import load_experiment
 from mosaic.operators import OperatorError, OperatorMuscle
 
 from .llm_server import LLMTestServer, Reply
@@ -285,22 +286,51 @@ def test_an_action_outside_the_space_is_an_operator_error(muscles: Callable, ans
         muscle.act("agent_0", 0)
 
 
-@pytest.mark.parametrize(("operator", "fragment"), [
-    (None, "must be a mapping"),
-    ({"class": "random", "type": "llm"}, "exactly one of"),
-    ({"class": "randm"}, "must be one of random, passive, scripted"),
-    ({"class": "scripted"}, "function"),
-    ({"class": "random", "function": "a.b:c"}, "function"),
-    ({"class": "random", "colour": "red"}, "does not take ['colour']"),
-    ({"type": "gpt"}, "type must be one of"),
-    ({"type": "command"}, "command"),
-    ({"type": "llm", "command": "python worker.py"}, "list of argv"),
+@pytest.mark.parametrize(("operator", "key", "fragment"), [
+    (None, "", "expected a mapping with 'class' or 'type', got an empty value"),
+    ({"class": "random", "type": "llm"}, "", "exactly one of 'class' (an in-process"),
+    ({"class": "randm"}, ".class", "expected random, passive, scripted or an import path"),
+    ({"class": "scripted"}, ".function", "required key is missing for class 'scripted'"),
+    ({"class": "random", "function": "a.b:c"}, ".function", "goes with class 'scripted' only"),
+    ({"class": "random", "colour": "red"}, ".colour", "unknown key 'colour'"),
+    ({"class": "random", "params": {"p": 1}}, ".params", "'random' operator takes no params"),
+    ({"type": "gpt"}, ".type", "expected one of random, passive, scripted, rl, llm"),
+    ({"type": "command"}, ".command", "required key is missing for type 'command'"),
+    ({"type": "llm", "command": "python worker.py"}, ".command", "as a list, got the text"),
+    ({"type": "random", "settings": {"n_actions": 4}}, ".settings.n_actions",
+     "unknown key 'n_actions' (hint: the muscle tells the worker the number of actions"),
 ])
-def test_bad_params_are_reported_by_key(muscles: Callable, operator: Any, fragment: str) -> None:
+def test_bad_params_are_reported_by_key(muscles: Callable, operator: Any, key: str,
+                                        fragment: str) -> None:
     with pytest.raises(MosaicError) as raised:
         muscles(context({"operator": operator}))
+    assert str(raised.value).startswith(f"OperatorMuscle player@lake: params.operator{key}: ")
     assert fragment in str(raised.value)
-    assert "params.operator" in str(raised.value)
+    assert not isinstance(raised.value, OperatorError)  # nothing was started
+
+
+def test_bad_params_are_worded_as_when_the_experiment_file_is_loaded(
+    muscles: Callable, tmp_path: Path,
+) -> None:
+    path = tmp_path / "experiment.yml"
+    path.write_text(
+        "uid: bad\n"
+        "environments: [{uid: lake, env: 'gymnasium:FrozenLake-v1'}]\n"
+        "agents:\n"
+        "  - uid: player\n"
+        "    muscle:\n"
+        "      class: mosaic.operators:OperatorMuscle\n"
+        "      params: {operator: {type: lmm}, timeout: 0}\n")
+    with pytest.raises(ConfigError) as loading:
+        load_experiment(path)
+    with pytest.raises(MosaicError) as setting_up:
+        muscles(context({"operator": {"type": "lmm"}, "timeout": 0}))
+    at_load = [f"{p.location.removeprefix('agents[0].muscle.')}: {p.message} (hint: {p.hint})"
+               if p.hint else f"{p.location.removeprefix('agents[0].muscle.')}: {p.message}"
+               for p in loading.value.problems]
+    assert str(setting_up.value).splitlines() == [
+        f"OperatorMuscle player@lake: {problem}" for problem in at_load]
+    assert "did you mean 'llm'?" in str(setting_up.value)
 
 
 @pytest.mark.parametrize(("params", "fragment"), [
@@ -316,9 +346,15 @@ def test_an_operator_that_cannot_be_built_fails_at_setup(
     assert fragment in str(raised.value)
 
 
-def test_a_bad_timeout_is_rejected(muscles: Callable) -> None:
-    with pytest.raises(MosaicError, match=r"params\.timeout must be a number of seconds"):
-        muscles(context({"operator": "random", "timeout": 0}))
+@pytest.mark.parametrize("timeout", [0, -1.5, True, "10", None])
+def test_a_bad_timeout_is_rejected(muscles: Callable, timeout: Any) -> None:
+    with pytest.raises(MosaicError, match=r"params\.timeout: expected a number of seconds > 0"):
+        muscles(context({"operator": "random", "timeout": timeout}))
+
+
+def test_keys_the_muscle_does_not_know_are_left_to_the_brain(muscles: Callable) -> None:
+    muscle = muscles(context({"operator": "random", "learning_rate": 0.1, "layers": [64, 64]}))
+    assert [op.id for op in muscle.operators.values()] == ["player"]
 
 
 def test_every_public_name_of_the_package_resolves() -> None:
