@@ -10,6 +10,10 @@ policy mappings, the tcp host). Problems found by these checks are raised with
 :func:`~mosaic.core.config_problems.raise_problems`, each with its key path relative to where the
 error is reported; the one config pipeline (:mod:`mosaic.core.config_problems`) turns them into
 :class:`~mosaic.core.errors.ConfigError` lines.
+
+Why one file of this length: it is the experiment file's contract, one model per section in the
+order a file is written, with the checks that span sections (uids, mappings, seeds) beside the
+models they read; a reader looking up a key finds it here and nowhere else.
 """
 
 from __future__ import annotations
