@@ -52,6 +52,9 @@ Failure: whatever goes wrong in an operator (a worker that times out, exits, sen
 answers ``error``; an in-process operator that raises; an action outside the slot's action space)
 is raised as :class:`OperatorError`, which names the operator and the cause. Raised from
 :meth:`~OperatorMuscle.act`, it fails the run with that message.
+
+Why one file of this length: most of it is this documentation of the params, which is what a
+user reads; the code is the muscle and the two ways it builds an operator for a slot.
 """
 
 from __future__ import annotations

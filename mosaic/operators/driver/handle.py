@@ -25,6 +25,9 @@ one.
 
 The stdout reader is in ``_reply_reader`` and :class:`MultiAgentOperatorHandle` in
 :mod:`.multi_handle`; this module holds the protocol.
+
+Why one file of this length: every request, its reply matching and the failure it can end in
+belong to one handle, whose guarantees (above) are easiest to check in one place.
 """
 
 from __future__ import annotations
