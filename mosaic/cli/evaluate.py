@@ -52,19 +52,23 @@ def _python_signals() -> None:
 
 @click.command("evaluate")
 @_evaluation_options("WARNING", "Log level for mosaic and worker messages on stderr.")
+@click.option("--store", metavar="PATH", help="SQLite file for the results "
+              "(default: <file stem>.sqlite next to FILE).")
 @click.option("--quiet", is_flag=True, help="Print only the final table.")
-def evaluate(file: str, telemetry: str | None, log_level: str, quiet: bool) -> None:
+def evaluate(file: str, telemetry: str | None, log_level: str, store: str | None,
+             quiet: bool) -> None:
     """Script mode: run N operators headless on seeded episodes and compare them.
 
-    Writes JSONL telemetry and prints a comparison table. Exit code 0 when every operator
-    finished, 1 when one failed, 2 for a bad FILE, 130 on Ctrl-C.
+    Records one run per operator in the results store (read by mosaic runs list), writes
+    JSONL telemetry and prints a comparison table. Exit code 0 when every operator finished, 1
+    when one failed, 2 for a bad FILE or --store, 130 on Ctrl-C.
     """
     from mosaic.operators.evaluation.script import run_script_file
 
     configure_logging(log_level)
     _python_signals()
     try:
-        sys.exit(run_script_file(file, telemetry=telemetry, quiet=quiet))
+        sys.exit(run_script_file(file, telemetry=telemetry, quiet=quiet, store=store))
     except ConfigError as error:
         exit_with_error(error, EXIT_BAD_INPUT)
 

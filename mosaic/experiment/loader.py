@@ -16,18 +16,17 @@ from mosaic.core.config_problems import (
     Loc,
     Position,
     config_error,
-    describe_value,
     format_location,
     locate,
     validate,
 )
 from mosaic.core.config_yaml import MAX_DEPTH, MAX_FILE_BYTES, FileKind, read_document
 from mosaic.core.errors import ConfigError
+from mosaic.core.store_path import resolve_store_path
 from mosaic.experiment.schema import Experiment, ExperimentFile
 
 __all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "format_location", "load_experiment"]
 
-_SQLITE_HEADER = b"SQLite format 3\x00"
 _EXPERIMENT = FileKind(
     "experiment",
     empty_hint="an experiment needs at least uid, environments and agents; see "
@@ -83,57 +82,8 @@ def _store_path(
     shown: str,
     positions: dict[Loc, Position],
 ) -> Path:
-    if override is not None:
-        if "://" in override or not override.strip():
-            raise ConfigError(shown, "--store",
-                              f"expected a file path, got {describe_value(override)}")
-        store = Path(override).expanduser()
-        store = store if store.is_absolute() else Path.cwd() / store
-        location: Loc = ()
-    elif model.store.path is not None:
-        store = Path(model.store.path).expanduser()
-        store = store if store.is_absolute() else source.parent / store
-        location = ("store", "path")
-    else:
-        store = source.parent / f"{source.stem}.sqlite"
-        location = ()
-    store = store.resolve()
-    problem = _store_file_problem(store)
-    if problem is not None:
-        _, line = locate(location, positions)
-        raise ConfigError(
-            shown,
-            format_location(location) or ("--store" if override is not None else "store.path"),
-            f"the results store {store} {problem}",
-            "name a new file, e.g. results.sqlite, or the SQLite file of earlier runs",
-            line=line,
-        )
-    return store
-
-
-def _store_file_problem(store: Path) -> str | None:
-    """Why the file path ``store`` cannot hold a SQLite database, or None if it can.
-
-    A missing file (created later) or an empty one is fine. Checked here so that the file and
-    the key are named, and before ``experiment-start`` starts anything.
-    """
-    if os.path.isdir(store):
-        return "is a directory, expected a file path"
-    if os.path.exists(store):
-        if not os.path.isfile(store):
-            return "is not a regular file, expected a SQLite file"
-        try:
-            with open(store, "rb") as file:
-                header = file.read(len(_SQLITE_HEADER))
-        except OSError as error:
-            return f"cannot be read: {error.strerror or error}"
-        if header and header != _SQLITE_HEADER:
-            return "exists and is not a SQLite database"
-        return None
-    parent = next(p for p in store.parents if os.path.exists(p))
-    if not os.path.isdir(parent):
-        return f"lies under {parent}, which is a file, not a folder"
-    return None
+    _, line = locate(("store", "path"), positions)
+    return resolve_store_path(shown, source, override, model.store.path, line=line)
 
 
 def _curve_keys_dir(

@@ -76,12 +76,16 @@ class OperatorResult:
 
 @dataclass
 class ScriptResult:
-    """The outcome of :func:`run_script`: per-operator results in file order."""
+    """The outcome of :func:`run_script`: per-operator results in file order.
+
+    ``run_id`` names the run; in the results store, operator ``x``'s run is ``<run_id>-x``.
+    """
 
     uid: str
     telemetry_path: Path
     episodes_planned: int
     operators: dict[str, OperatorResult]
+    run_id: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -1,4 +1,5 @@
-"""Script mode: a headless, seeded evaluation of N operators, recorded as JSONL telemetry.
+"""Script mode: a headless, seeded evaluation of N operators, recorded as JSONL telemetry and in
+the results store.
 
 ``run_script`` launches one worker subprocess per operator (each owns its own environment
 instance) and plays ``episode_count`` episodes with every operator, all on the same seeds. Episode
@@ -28,24 +29,32 @@ gives identical ``run``, ``step`` and ``episode`` lines (a ``failure`` line can 
 worker ended, e.g. which signal stopped a silent one). Lines are buffered and
 flushed at every episode boundary, not written one system call per step.
 
-``mosaic evaluate FILE`` (:func:`run_script_file`) runs a file; exit code 0 when every operator
-finished, 1 when one failed, 2 for a bad file, 130 on Ctrl-C.
+The results store (SQLite, as for experiments) gets the evaluation, one run per operator, its
+state transitions, episodes and steps, and how it ended (:mod:`._store`); ``mosaic runs list``
+and ``mosaic runs show`` read it.
 
-The pieces are private modules shared with Manual mode: results (``_results``), telemetry
-(``_telemetry``), lanes and rounds (``_lanes``) and the comparison table (``_report``).
+``mosaic evaluate FILE`` (:func:`run_script_file`) runs a file; exit code 0 when every operator
+finished, 1 when one failed, 2 for a bad file or store path, 130 on Ctrl-C.
+
+The pieces are private modules, most shared with Manual mode: results (``_results``), telemetry
+(``_telemetry``), lanes and rounds (``_lanes``), the comparison table (``_report``) and the
+store records (``_store``).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from mosaic.core.errors import StoreError
 from mosaic.core.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_SIGNAL
+from mosaic.core.store_path import resolve_store_path
 from mosaic.operators.evaluation._lanes import Lane, Launcher, Rounds, new_run_id, stop_lanes
 from mosaic.operators.evaluation._report import format_comparison_table
 from mosaic.operators.evaluation._results import (
@@ -54,6 +63,7 @@ from mosaic.operators.evaluation._results import (
     OperatorResult,
     ScriptResult,
 )
+from mosaic.operators.evaluation._store import StoreRecorder
 from mosaic.operators.evaluation._telemetry import (
     DEFAULT_TELEMETRY_DIR as DEFAULT_TELEMETRY_DIR,  # importable from here, as before
 )
@@ -68,6 +78,9 @@ from mosaic.operators.evaluation.schema import (
     load_evaluation,
 )
 
+if TYPE_CHECKING:
+    from mosaic.store.writer import StoreWriter
+
 __all__ = [
     "EpisodeResult",
     "OperatorFailure",
@@ -80,6 +93,10 @@ __all__ = [
     "run_script",
     "run_script_file",
 ]
+
+
+#: How long ``mosaic evaluate`` waits for the store to commit what was played, at the end.
+STORE_CLOSE_TIMEOUT_S = 30.0
 
 
 # -- from evaluation entries to worker configurations ------------------------------------------
@@ -154,6 +171,7 @@ def run_script(
     progress: ProgressCallback | None = None,
     launcher: Launcher | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    store: StoreWriter | None = None,
 ) -> ScriptResult:
     """Run the evaluation ``config`` and write its telemetry to ``telemetry_path`` (a file).
 
@@ -165,6 +183,13 @@ def run_script(
     A silent worker holds its round for at most ``timeouts.step`` seconds before it fails.
     ``launcher`` defaults to an :class:`~mosaic.operators.driver.launcher.OperatorLauncher`;
     ``sleep`` is how the pause of ``step_pacing`` is taken.
+
+    With ``store`` (a started writer), the evaluation is also recorded in the results store, one
+    run per operator (see :mod:`mosaic.operators.evaluation._store`); each run ends ``finished``,
+    ``failed`` with its operator's error, ``cancelled`` on ``KeyboardInterrupt``, or ``failed``
+    with an unexpected error. The records are queued when this returns or raises; closing or
+    flushing the writer commits them. Raises ``StoreError`` if the store refuses the evaluation,
+    before any worker starts.
     """
     if launcher is None:
         from mosaic.operators.driver.launcher import OperatorLauncher
@@ -176,25 +201,39 @@ def run_script(
         Lane(operator_config_for(spec, config), config.timeouts) for spec in config.operators
     ]
     rounds = Rounds(len(lanes))
+    recorder: StoreRecorder | None = None
+
+    def write_lanes(which: Sequence[Lane]) -> None:
+        for lane in which:  # the store first: the progress callback may raise
+            records = lane.drain()
+            if recorder is not None:
+                recorder.write(records)
+            for record in records:
+                telemetry.write(record)
+
     started = time.monotonic()
     completed = interrupted = False
+    stopped_by: BaseException | None = None
+    run_id = new_run_id(config.uid)
     try:
         telemetry.write(_run_header(config))
-        run_id = new_run_id(config.uid)
+        if store is not None:
+            recorder = StoreRecorder(store, config, run_id)
         for lane in lanes:  # from this thread: a worker is tied to the thread that started it
-            lane.launch(launcher, run_id)
-        telemetry.write_lanes(lanes)
+            if lane.launch(launcher, run_id) and recorder is not None:
+                recorder.running(lane.operator_id)
+        write_lanes(lanes)
         for episode_index, seed in enumerate(config.episode_seeds()):
             playing = [lane for lane in lanes if lane.alive]
             if not playing:
                 break
             reset = functools.partial(Lane.reset, episode_index=episode_index, seed=seed)
             rounds.run(playing, reset)
-            telemetry.write_lanes(lanes)
+            write_lanes(lanes)
             playing = [lane for lane in playing if lane.in_episode]
             while playing:
                 rounds.run(playing, Lane.step)
-                telemetry.write_lanes(playing)
+                write_lanes(playing)
                 playing = [lane for lane in playing if lane.in_episode]
                 if playing and config.step_pacing > 0:
                     sleep(config.step_pacing)
@@ -203,45 +242,85 @@ def run_script(
     except KeyboardInterrupt:
         interrupted = True
         raise
+    except BaseException as exc:
+        stopped_by = exc
+        raise
     finally:
+        if recorder is not None:
+            recorder.stopping(*_ending(completed, interrupted, stopped_by))
         try:
             rounds.close()
             stop_lanes(lanes)
-            telemetry.write_lanes(lanes)
+            write_lanes(lanes)
         finally:
-            telemetry.write(
-                {
-                    "kind": "run_end",
-                    "completed": completed,
-                    "interrupted": interrupted,
-                    "wall_time_s": round(time.monotonic() - started, 3),
-                }
-            )
-            telemetry.close()
+            try:
+                telemetry.write(
+                    {
+                        "kind": "run_end",
+                        "completed": completed,
+                        "interrupted": interrupted,
+                        "wall_time_s": round(time.monotonic() - started, 3),
+                    }
+                )
+                telemetry.close()
+            finally:
+                if recorder is not None:
+                    recorder.finish()
     return ScriptResult(
         uid=config.uid,
         telemetry_path=path,
         episodes_planned=config.episode_count,
         operators={lane.operator_id: lane.result for lane in lanes},
+        run_id=run_id,
     )
+
+
+def _ending(
+    completed: bool, interrupted: bool, error: BaseException | None
+) -> tuple[str, str, str | None]:
+    """How the runs still going end: their status, why they stop, and the error if any."""
+    if completed:
+        return "finished", "every episode played", None
+    if interrupted:
+        return "cancelled", "interrupted", None
+    what = f"the evaluation stopped: {type(error).__name__}: {error}"
+    return "failed", what, what
 
 
 # -- the command line --------------------------------------------------------------------------
 
 
 def run_script_file(
-    file: str | Path, *, telemetry: str | Path | None = None, quiet: bool = False
+    file: str | Path,
+    *,
+    telemetry: str | Path | None = None,
+    quiet: bool = False,
+    store: str | None = None,
 ) -> int:
     """Run the evaluation file ``file`` headless, printing progress and the comparison table.
 
     This is ``mosaic evaluate``. ``telemetry`` overrides the file's telemetry path; ``quiet``
-    prints only the table. Returns the exit code (:mod:`mosaic.core.exit_codes`): ``EXIT_OK``
-    when every operator finished every episode, ``EXIT_FAILED`` when one failed,
-    ``EXIT_BAD_INPUT`` for an unwritable telemetry path, 130 on Ctrl-C (every worker is stopped
-    first). Raises ``ConfigError`` for a bad file, before anything starts.
+    prints only the table. The results store is ``store`` (``--store``; relative to the current
+    folder), else ``<file stem>.sqlite`` next to the file; everything played is committed to it
+    before this returns. Returns the exit code (:mod:`mosaic.core.exit_codes`): ``EXIT_OK``
+    when every operator finished every episode, ``EXIT_FAILED`` when one failed or the store
+    failed under the run, ``EXIT_BAD_INPUT`` for an unwritable telemetry path or a store that
+    cannot be opened, 130 on Ctrl-C (every worker is stopped first). Raises ``ConfigError`` for
+    a bad file or a store path that cannot be a SQLite file, before anything starts.
     """
+    from mosaic.store import StoreWriter
+
     config = load_evaluation(file)
+    shown = os.fspath(file)
+    store_path = resolve_store_path(shown, Path(shown).expanduser().resolve(), store,
+                                    key="--store")
     path = resolve_telemetry_path(config, telemetry)
+    try:
+        writer = StoreWriter(store_path)
+        writer.start()
+    except StoreError as exc:  # another program's database, or a store of another version
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
     def progress(record: Mapping[str, Any]) -> None:
         if record["kind"] == "episode":
@@ -260,13 +339,27 @@ def run_script_file(
             flush=True,
         )
     try:
-        result = run_script(config, telemetry_path=path, progress=None if quiet else progress)
+        try:
+            result = run_script(config, telemetry_path=path,
+                                progress=None if quiet else progress, store=writer)
+        finally:
+            writer.close(STORE_CLOSE_TIMEOUT_S)
     except KeyboardInterrupt:
-        print("interrupted: every worker was stopped", file=sys.stderr)
+        print(f"interrupted: every worker was stopped; what was played is in {store_path}",
+              file=sys.stderr)
         return EXIT_SIGNAL[signal.SIGINT]
     except OSError as exc:
         print(f"error: cannot write telemetry to {path}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except StoreError as exc:
+        # The database failed under the run (disk full, locked for too long): what was
+        # committed before stays readable.
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     print(format_comparison_table(result))
+    if not quiet:
+        first = f"{result.run_id}-{config.operators[0].id}"
+        print(f"\nResults: {store_path}\n  mosaic runs list --store {store_path}\n"
+              f"  mosaic runs show {first} --store {store_path}")
     return EXIT_OK if result.ok else EXIT_FAILED
 
