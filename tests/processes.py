@@ -81,3 +81,12 @@ def component_pid(parent: int, kind: str, uid: str) -> int | None:
     """The pid of ``parent``'s one component process ``kind uid``, or None."""
     pids = component_pids(parent, kind, uid)
     return pids[0] if pids else None
+
+
+def gone(pid: int) -> bool:
+    """True once ``pid`` has exited (a zombie has)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return True
+    return "\nState:\tZ" in status

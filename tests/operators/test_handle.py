@@ -20,6 +20,7 @@ from mosaic.core.errors import WorkerCrashed, WorkerError, WorkerProtocolError, 
 from mosaic.operators.api.config import OperatorConfig, WorkerAssignment
 from mosaic.operators.driver.handle import OperatorProcessHandle, WorkerReplyError
 from mosaic.operators.driver.launcher import OperatorLauncher
+from tests.processes import gone
 
 from . import PY, worker
 
@@ -214,7 +215,7 @@ def test_the_worker_dies_with_its_parent_even_when_busy(tmp_path: Path) -> None:
         parent.kill()  # SIGKILL: the parent gets no chance to stop its worker
         parent.wait(timeout=5)
         deadline = time.monotonic() + 3.0
-        while _alive(worker_pid):
+        while not gone(worker_pid):
             assert time.monotonic() < deadline, "the orphaned worker is still running"
             time.sleep(0.05)
     finally:
@@ -222,16 +223,8 @@ def test_the_worker_dies_with_its_parent_even_when_busy(tmp_path: Path) -> None:
             parent.kill()
             parent.wait(timeout=5)
         parent.stdout.close()
-        if worker_pid is not None and _alive(worker_pid):
+        if worker_pid is not None and not gone(worker_pid):
             os.kill(worker_pid, signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    return "\nState:\tZ" not in status
 
 
 # --- multi-agent ----------------------------------------------------------------------------------

@@ -11,12 +11,12 @@ import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import IO
 
 import pytest
 
 from mosaic.runtime.processes.child import ChildProcess, spawn
+from tests.processes import gone
 
 
 class StdoutLines:
@@ -55,15 +55,6 @@ def start_child(process_tag: str) -> Iterator[StartChild]:
     for child in started:
         child.kill(5.0)
         child.release()
-
-
-def gone(pid: int) -> bool:
-    """True once ``pid`` has exited (a zombie has)."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return True
-    return "\nState:\tZ" in status
 
 
 def wait_until_gone(pid: int, timeout: float) -> float:

@@ -19,6 +19,7 @@ from mosaic.core.errors import (
     WorkerTimeout,
 )
 from mosaic.operators.evaluation._results import EpisodeResult, OperatorFailure, OperatorResult
+from mosaic.runtime.processes.child import describe_exit
 
 if TYPE_CHECKING:
     from mosaic.operators.evaluation._models import TimeoutsSpec
@@ -31,14 +32,6 @@ class Launcher(Protocol):
     :class:`~mosaic.operators.driver.launcher.OperatorLauncher`."""
 
     def launch(self, config: Any, run_id: str | None = None) -> Any: ...
-
-
-def _exit_text(code: int | None) -> str:
-    if code is None:
-        return "exit status unknown"
-    if code < 0:
-        return f"killed by signal {-code}"
-    return f"exit code {code}"
 
 
 class Lane:
@@ -181,7 +174,7 @@ class Lane:
             cause = "crashed"
             exit_code = exc.exit_code
             tail = exc.stderr_tail.strip().splitlines()[-5:]
-            detail = f"its worker exited ({_exit_text(exit_code)})"
+            detail = f"its worker exited ({describe_exit(exit_code)})"
             if tail:
                 detail += "; stderr ends with: " + " | ".join(tail)
         elif isinstance(exc, WorkerTimeout):
@@ -197,7 +190,7 @@ class Lane:
         if exit_code is None:
             exit_code = stopped
             if cause != "crashed":
-                detail += f"; stopped it ({_exit_text(stopped)})"
+                detail += f"; stopped it ({describe_exit(stopped)})"
         self._record_failure(phase, cause, detail, exit_code)
 
     def _record_failure(self, phase: str, cause: str, detail: str, exit_code: int | None) -> None:

@@ -42,11 +42,14 @@ def spawn(argv: Sequence[str], *, stdin: bool = False, env: Mapping[str, str] | 
     )
 
 
-def describe_exit(code: int) -> str:
+def describe_exit(code: int | None) -> str:
     """How a process ended, from its exit status: ``exit code 3`` or ``killed by SIGKILL``.
 
-    A signal without a name reads ``killed by signal N``.
+    A signal without a name reads ``killed by signal N``; no status at all (``None``), ``exit
+    status unknown``.
     """
+    if code is None:
+        return "exit status unknown"
     if code >= 0:
         return f"exit code {code}"
     try:
