@@ -113,7 +113,9 @@ class ActorHost(pykka.ThreadingActor):
                 reply = self._handle(message, sender_of(incoming.peer))
                 if reply is not None and isinstance(message, Request):
                     server.reply(incoming, reply)
-            if busy:
+            # Asked again: the message just handled may have ended the work (a stop request
+            # shuts down what the next chunk would talk to).
+            if busy and component.has_work() and not component.stop_requested:
                 try:
                     component.do_work()
                 except Exception as error:

@@ -105,9 +105,10 @@ def test_the_same_file_gives_the_same_digest_and_another_seed_another(tmp_path, 
     assert digests[0] == digests[1] != digests[2]
 
 
+@pytest.mark.parametrize("placement", ["process", "thread"])
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_a_signal_mid_run_shuts_down_in_order(tmp_path, process_tag, sig, code):
-    path = write_experiment(tmp_path, cartpole(episodes=100_000, placement="process"))
+def test_a_signal_mid_run_shuts_down_in_order(tmp_path, process_tag, sig, code, placement):
+    path = write_experiment(tmp_path, cartpole(episodes=100_000, placement=placement))
     store = tmp_path / "results.sqlite"
     proc = start_mosaic("experiment-start", str(path), "--store", str(store))
     try:

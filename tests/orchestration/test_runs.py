@@ -116,13 +116,6 @@ def test_a_part_that_raises_fails_the_run_naming_it(placement: Placement, part: 
 
 def test_cancelling_ends_the_run_cancelled_with_its_steps_stored(placement: Placement,
                                                                   gate: Path) -> None:
-    if placement.kind == "thread":
-        # Not run: it would leave the controller's thread blocked for some 20 s.
-        pytest.xfail("a SimulationStopRequest that reaches the simulation controller while its "
-                     "loop runs is followed by one more do_work() (ActorHost._serve reads "
-                     "has_work() before handling the message), which sends to the environment "
-                     "just shut down: over inproc that send blocks for SEND_TIMEOUT_S, the run "
-                     "takes 10 s to stop and the controller's thread outlives it")
     outcome = placement.run(episodes=MANY, termination=GATED,
                             on_progress=at_gate(gate, lambda ctx: ctx.cancelled.set()))
     [result] = outcome.results
