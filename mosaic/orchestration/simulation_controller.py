@@ -219,14 +219,11 @@ class SimulationController(Component):
                 self._next_supervision = now + SUPERVISION_S
                 self.ctx.supervisor.check()
             while True:
-                active = False
-                for loop in self._loops:
-                    if not loop.finished:
-                        active = True
-                        self._advance(loop)
+                active = [loop for loop in self._loops if not loop.finished]
                 if not active:
                     self._finish("finished", None)
                     return
+                self._advance(active, deadline)
                 if time.perf_counter() >= deadline:
                     return
         except RunCancelled:
@@ -237,24 +234,54 @@ class SimulationController(Component):
         finally:
             self._hand_over_rows()
 
-    def _advance(self, loop: _EnvironmentLoop) -> None:
-        ctx = self.ctx
-        timeout, check = ctx.timeouts.step, ctx.check
-        if loop.needs_reset:
-            loop.episode_seed = episode_seed(ctx.seed, loop.index, loop.episode)
-            reset = loop.client.request(EnvironmentResetRequest(loop.episode_seed),
-                                        EnvironmentResetResponse, timeout, check)
-            loop.needs_reset = False
-            loop.step = 0
-            loop.returns = {}
-            loop.outstanding = {}
-            loop.observations = dict(reset.observations)
-            loop.actions = self._agents_update(loop, 0, reset.observations, {}, False, False,
-                                               reset.acting, reset.legal_actions)
-            return
+    def _advance(self, loops: list[_EnvironmentLoop], deadline: float) -> None:
+        """Rounds of ``loops`` until ``deadline``: in each, one step (or reset) of every loop.
 
-        update = loop.client.request(EnvironmentUpdateRequest(loop.actions),
-                                     EnvironmentUpdateResponse, timeout, check)
+        The environments work in parallel: every loop's request is out before any reply is
+        awaited, and a loop's next request leaves as soon as its muscles have answered, so its
+        environment steps while the other loops' muscles are asked. The replies are taken round
+        by round in the loops' order, and each loop's muscles are asked in that order, exactly
+        as if the loops stepped one after another: the digest, the store and what brains learn
+        do not depend on it. The round under way at ``deadline`` is the last one, and nothing
+        is left in flight on return. A loop that an earlier one finished in its round (an
+        early termination) has its reply dropped.
+        """
+        timeout, check = self.ctx.timeouts.step, self.ctx.check
+        in_flight = [(loop, *self._send(loop)) for loop in loops]
+        while in_flight:
+            last_round = time.perf_counter() >= deadline
+            next_round = []
+            for loop, correlation_id, expect in in_flight:
+                reply = loop.client.receive(correlation_id, timeout, expect, check)
+                if loop.finished:
+                    continue
+                if isinstance(reply, EnvironmentUpdateResponse):
+                    self._on_update(loop, reply)
+                elif isinstance(reply, EnvironmentResetResponse):
+                    self._on_reset(loop, reply)
+                if not (last_round or loop.finished):
+                    next_round.append((loop, *self._send(loop)))
+            in_flight = next_round
+
+    def _send(self, loop: _EnvironmentLoop) -> tuple[int, type[Response]]:
+        """Send ``loop``'s next request: its reset, or its step with the muscles' actions."""
+        if loop.needs_reset:
+            loop.episode_seed = episode_seed(self.ctx.seed, loop.index, loop.episode)
+            request: Request = EnvironmentResetRequest(loop.episode_seed)
+            return loop.client.send(request), EnvironmentResetResponse
+        return loop.client.send(EnvironmentUpdateRequest(loop.actions)), EnvironmentUpdateResponse
+
+    def _on_reset(self, loop: _EnvironmentLoop, reset: EnvironmentResetResponse) -> None:
+        loop.needs_reset = False
+        loop.step = 0
+        loop.returns = {}
+        loop.outstanding = {}
+        loop.observations = dict(reset.observations)
+        loop.actions = self._agents_update(loop, 0, reset.observations, {}, False, False,
+                                           reset.acting, reset.legal_actions)
+
+    def _on_update(self, loop: _EnvironmentLoop, update: EnvironmentUpdateResponse) -> None:
+        ctx = self.ctx
         step = loop.step
         loop.step = step + 1
         terminated = update.terminated

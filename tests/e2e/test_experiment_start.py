@@ -220,3 +220,36 @@ def test_a_crashed_brain_process_fails_the_run_and_names_it(tmp_path, process_ta
     [(status, error)] = query(store, "SELECT status, error FROM runs")
     assert status == "failed" and "brain 'random'" in error and "exit code 4" in error
     assert_store_consistent(store)
+
+
+PARALLEL = """\
+uid: parallel
+seed: 5
+episodes: 1
+max_steps: 10
+placement: process
+environments:
+  - uid: a
+    env: tests.fixtures.envs:TimedCartPole
+    params: {{log: "{a}"}}
+  - uid: b
+    env: tests.fixtures.envs:TimedCartPole
+    params: {{log: "{b}"}}
+agents:
+  - uid: random
+    muscle: mosaic.agents:RandomMuscle
+"""
+
+
+def test_environments_in_processes_step_at_the_same_time(tmp_path, process_tag):
+    # Each step sleeps 20 ms: stepped one after another, no two steps of the two environments
+    # would overlap in time, however loaded the machine; sent together, they overlap.
+    logs = {name: tmp_path / f"{name}.log" for name in ("a", "b")}
+    path = write_experiment(tmp_path, PARALLEL.format(**logs))
+    result = run_mosaic("experiment-start", str(path), "--store", str(tmp_path / "r.sqlite"))
+    assert result.returncode == 0, result.stderr
+    spans = {name: [tuple(map(float, line.split())) for line in log.read_text().splitlines()]
+             for name, log in logs.items()}
+    assert len(spans["a"]) == len(spans["b"]) == 10
+    overlapping = sum(1 for a0, a1 in spans["a"] for b0, b1 in spans["b"] if a0 < b1 and b0 < a1)
+    assert overlapping >= 5, spans

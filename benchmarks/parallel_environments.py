@@ -1,0 +1,125 @@
+"""Environments stepped in parallel: steps/s of a run with N environment processes vs one.
+
+Each environment is CartPole whose step burns ``--busy-ms`` of CPU (benchmarks/busy_env.py), in
+a process of its own; one random agent acts in all of them (one muscle per environment, in
+threads). The controller sends every environment its request before it waits for any reply, so
+N environment processes can use N cores. Measured in the same run, because these machines are
+shared and noisy:
+
+* the in-process loop: the same environment stepped by a plain Python loop (one core);
+* mosaic with 1, 2, 4 (``--counts``) environment processes.
+
+It prints total env-steps/s for each count, the ratio to one environment (ideal: N on N free
+cores; at most the number of cores), and the ratio to the in-process loop.
+
+Usage: python benchmarks/parallel_environments.py [--busy-ms 1] [--episodes 20] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.busy_env import BusyCartPole  # noqa: E402 (the repository root, first)
+from benchmarks.throughput import mosaic_command  # noqa: E402
+
+ENVIRONMENT = """\
+  - uid: env{index}
+    env: benchmarks.busy_env:BusyCartPole
+    params: {{busy_ms: {busy_ms}}}
+    placement: process
+"""
+
+EXPERIMENT = """\
+uid: parallel
+seed: 1
+episodes: {episodes}
+environments:
+{environments}
+agents:
+  - uid: random
+    muscle: mosaic.agents:RandomMuscle
+store:
+  record_steps: false
+"""
+
+
+def in_process(steps: int, busy_ms: float) -> float:
+    """Env-steps/s of a plain loop over one BusyCartPole with random actions."""
+    env = BusyCartPole(busy_ms=busy_ms)
+    env.action_space.seed(1)
+    env.reset(seed=1)
+    started = time.perf_counter()
+    for _ in range(steps):
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            env.reset()
+    return steps / (time.perf_counter() - started)
+
+
+def run(folder: Path, count: int, episodes: int, busy_ms: float) -> tuple[int, float]:
+    """(steps, env-steps/s between the first and the last step) of one run."""
+    environments = "".join(ENVIRONMENT.format(index=i, busy_ms=busy_ms) for i in range(count))
+    experiment = folder / f"parallel-{count}.yml"
+    experiment.write_text(EXPERIMENT.format(episodes=episodes,
+                                            environments=environments.rstrip("\n")))
+    store = folder / f"parallel-{count}-{time.monotonic_ns()}.sqlite"
+    timings = folder / "timings.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [
+        str(ROOT), os.environ.get("PYTHONPATH")]))}
+    result = subprocess.run([*mosaic_command(), "experiment-start", str(experiment), "--store",
+                             str(store), "--quiet", "--timings", str(timings)],
+                            capture_output=True, text=True, timeout=900, cwd=ROOT, env=env)
+    if result.returncode != 0:
+        raise SystemExit(f"mosaic failed:\n{result.stderr}")
+    marks = json.loads(timings.read_text())
+    with sqlite3.connect(store) as connection:
+        steps = connection.execute("SELECT SUM(steps) FROM runs").fetchone()[0]
+    return steps, steps / (marks["last_step_at"] - marks["first_step_at"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--busy-ms", type=float, default=1.0,
+                        help="CPU time each environment step burns")
+    parser.add_argument("--episodes", type=int, default=20, help="episodes per environment")
+    parser.add_argument("--counts", type=int, nargs="+", default=[1, 2, 4],
+                        help="numbers of environment processes to compare")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per count (median)")
+    args = parser.parse_args()
+
+    rates: dict[int, list[float]] = {count: [] for count in args.counts}
+    baselines: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="mosaic-bench-") as tmp:
+        for _ in range(args.repeat):
+            for count in args.counts:
+                steps, rate = run(Path(tmp), count, args.episodes, args.busy_ms)
+                rates[count].append(rate)
+                # Between the runs, so that both see the same load.
+                baselines.append(in_process(min(steps, 2000), args.busy_ms))
+    baseline = statistics.median(baselines)
+    one = statistics.median(rates[args.counts[0]])
+    print(f"cores: {os.cpu_count()}; each step burns {args.busy_ms:g} ms of CPU")
+    print(f"in-process loop, one environment: {baseline:,.0f} env-steps/s "
+          f"(median of {len(baselines)})")
+    print(f"{'environment processes':<24}{'env-steps/s':>12}{f'x {args.counts[0]} env':>10}"
+          f"{'x in-process':>14}")
+    for count in args.counts:
+        rate = statistics.median(rates[count])
+        print(f"{count:<24}{rate:>12,.0f}{rate / one:>10.2f}{rate / baseline:>14.2f}")
+
+
+if __name__ == "__main__":
+    main()
