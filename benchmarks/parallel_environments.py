@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.busy_env import BusyCartPole  # noqa: E402 (the repository root, first)
-from benchmarks.throughput import mosaic_command  # noqa: E402
+from benchmarks.throughput import in_process, mosaic_command  # noqa: E402
 
 ENVIRONMENT = """\
   - uid: env{index}
@@ -53,19 +53,6 @@ agents:
 store:
   record_steps: false
 """
-
-
-def in_process(steps: int, busy_ms: float) -> float:
-    """Env-steps/s of a plain loop over one BusyCartPole with random actions."""
-    env = BusyCartPole(busy_ms=busy_ms)
-    env.action_space.seed(1)
-    env.reset(seed=1)
-    started = time.perf_counter()
-    for _ in range(steps):
-        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        if terminated or truncated:
-            env.reset()
-    return steps / (time.perf_counter() - started)
 
 
 def run(folder: Path, count: int, episodes: int, busy_ms: float) -> tuple[int, float]:
@@ -108,7 +95,7 @@ def main() -> None:
                 steps, rate = run(Path(tmp), count, args.episodes, args.busy_ms)
                 rates[count].append(rate)
                 # Between the runs, so that both see the same load.
-                baselines.append(in_process(min(steps, 2000), args.busy_ms))
+                baselines.append(in_process(min(steps, 2000), BusyCartPole(busy_ms=args.busy_ms)))
     baseline = statistics.median(baselines)
     one = statistics.median(rates[args.counts[0]])
     print(f"cores: {os.cpu_count()}; each step burns {args.busy_ms:g} ms of CPU")
