@@ -16,9 +16,10 @@ from mosaic.actors.kinds import component_path
 from mosaic.core.errors import ComponentDied, ComponentHung, RunCancelled
 from mosaic.messages import RunConfig, RunTimeouts
 from mosaic.messages.names import muscle_uid
-from mosaic.runtime.bootstrap import NO_TRUST, Bootstrap
+from mosaic.runtime.bootstrap import NO_TRUST, Bootstrap, named_strings
 from mosaic.runtime.placement import Placed, ProcessPlaced
 from mosaic.transport import Credentials, EndpointAllocator
+from mosaic.transport.keys import CurveKeys
 
 if TYPE_CHECKING:
     from mosaic.store.writer import StoreWriter
@@ -118,6 +119,20 @@ class RunContext:
     #: What every component of the run is given, in a thread or a process: the run's secrets
     #: (see mosaic.transport.credentials) and what it may import (its experiment file's names).
     trust: Bootstrap = NO_TRUST
+
+    @classmethod
+    def for_run(cls, experiment_uid: str, run_uid: str, run_id: int, seed: int,
+                config: RunConfig, store: StoreWriter | None,
+                keys: CurveKeys | None = None) -> RunContext:
+        """The context of one run of ``config``: its endpoints, timeouts and fresh secrets.
+
+        Every component of the run is trusted with the run's credentials (tcp keys from ``keys``
+        if given) and may import what the validated config names, nothing else.
+        """
+        endpoints = EndpointAllocator(run_uid, transport=config.transport, host=config.host)
+        trust = Bootstrap(Credentials.fresh(keys), named_strings(config.to_dict()))
+        return cls(experiment_uid, run_uid, run_id, seed, config, endpoints, store,
+                   config.timeouts, trust=trust)
 
     @property
     def credentials(self) -> Credentials | None:

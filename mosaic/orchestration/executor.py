@@ -37,11 +37,8 @@ from mosaic.messages import (
     names,
 )
 from mosaic.orchestration.run_governor import RunGovernor
-from mosaic.runtime.bootstrap import Bootstrap, named_strings
 from mosaic.runtime.placement import ThreadPlaced, kill_all_processes
 from mosaic.transport import (
-    Credentials,
-    EndpointAllocator,
     RequestClient,
     RequestServer,
     pin_io_threads,
@@ -253,11 +250,9 @@ class Executor:
             log.error("run %s: %s", run_uid, problem)
             self.store.run_finished(run_id, "failed", problem, 0, 0)
             return RunResult(run_uid, index, seed, config.phase, "failed", problem, 0, 0, None, 0.0)
-        timeouts = config.timeouts
-        endpoints = EndpointAllocator(f"{run_uid}", transport=config.transport, host=config.host)
-        ctx = RunContext(self.experiment.uid, run_uid, run_id, seed, config, endpoints, self.store,
-                         timeouts, trust=Bootstrap(Credentials.fresh(self._keys),
-                                                   named_strings(config.to_dict())))
+        ctx = RunContext.for_run(self.experiment.uid, run_uid, run_id, seed, config, self.store,
+                                 self._keys)
+        timeouts, endpoints = ctx.timeouts, ctx.endpoints
         with self._lock:
             self._active.add(ctx)
         if self.cancelled_by is not None:
