@@ -23,13 +23,28 @@ import dataclasses
 import ipaddress
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, cast
 
 import numpy as np
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from mosaic.agents import Brain, Mode, Muscle
-from mosaic.core.config_problems import Loc, Problem, describe_value, raise_problems, validate
+from mosaic.core.config_problems import (
+    Loc,
+    Problem,
+    describe_value,
+    did_you_mean,
+    raise_problems,
+    validate,
+)
 from mosaic.core.imports import (
     EnvKind,
     ImportPathError,
@@ -43,6 +58,7 @@ from mosaic.messages.run_config import (
     ComponentSpec,
     EnvironmentPlan,
     PlacementName,
+    RecordSteps,
     RunConfig,
     RunTimeouts,
     TerminationSpec,
@@ -119,6 +135,34 @@ def _check_plain(value: dict[str, Any]) -> dict[str, Any]:
 Params = Annotated[dict[str, Any], AfterValidator(_check_plain)]
 Uid = Annotated[str, Field(pattern=UID_PATTERN)]
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+RECORD_STEPS_CHOICES = ("all", "episodes", "none")
+# Before the three settings existed the key was a boolean: true kept every step, false only the
+# episode summaries. Files written then keep their meaning.
+_RECORD_STEPS_BOOLEANS: dict[bool, RecordSteps] = {True: "all", False: "episodes"}
+
+
+def _record_steps(value: Any) -> RecordSteps:
+    if isinstance(value, bool):
+        return _RECORD_STEPS_BOOLEANS[value]
+    if isinstance(value, str) and value in RECORD_STEPS_CHOICES:
+        return cast(RecordSteps, value)
+    hint = ""
+    if isinstance(value, str):
+        hint = did_you_mean(value.lower(), RECORD_STEPS_CHOICES, cutoff=0.5)
+        if value.lower() in ("true", "false"):
+            hint = "write true or false without quotes, or all, episodes or none"
+    raise_problems(
+        Problem(
+            (),
+            f"expected all, episodes or none, got {describe_value(value)}",
+            hint or "write all (every step and episode), episodes (episode summaries only) or "
+            "none (only the run's totals)",
+        )
+    )
+
+
+RecordStepsSetting = Annotated[RecordSteps, BeforeValidator(_record_steps)]
 
 
 class _Model(BaseModel):
@@ -229,6 +273,10 @@ class EnvironmentConfig(_Model):
     policy_mapping: Annotated[dict[str, str], Field(min_length=1)] | None = Field(
         default=None,
         description="a mapping from env agent ids to agent uids, e.g. {agent_0: random}",
+    )
+    record_steps: RecordStepsSetting | None = Field(
+        default=None,
+        description="all, episodes or none (default: the store's record_steps)",
     )
 
     @field_validator("env")
@@ -367,7 +415,10 @@ class StoreConfig(_Model):
         default=None,
         description="a file path for the SQLite store, or empty for '<file stem>.sqlite'",
     )
-    record_steps: bool = Field(default=True, description="true or false")
+    record_steps: RecordStepsSetting = Field(
+        default="all",
+        description="all, episodes or none (true and false still mean all and episodes)",
+    )
 
     @field_validator("path")
     @classmethod
@@ -720,6 +771,7 @@ class Experiment(ExperimentFile):
                     params=copy.deepcopy(environment.params),
                     placement=environment.placement or self.placement,
                     policy_mapping=copy.deepcopy(environment.policy_mapping),
+                    record_steps=environment.record_steps,
                 )
                 for environment in environments
             ),

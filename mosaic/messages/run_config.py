@@ -22,6 +22,7 @@ __all__ = [
     "EnvironmentPlan",
     "LoadSpec",
     "PlacementName",
+    "RecordSteps",
     "RunConfig",
     "RunTimeouts",
     "TerminationSpec",
@@ -32,6 +33,9 @@ __all__ = [
 PlacementName = Literal["thread", "process"]
 #: How process-placed components are reached; thread-placed ones always use inproc.
 TransportName = Literal["ipc", "tcp"]
+#: What the store keeps of an environment's episodes: every step and every episode (``all``),
+#: the episode summaries only (``episodes``), or neither (``none``: the run's totals only).
+RecordSteps = Literal["all", "episodes", "none"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +79,9 @@ class EnvironmentPlan(Record):
     ``kind`` is ``"gymnasium"``, ``"pettingzoo"`` or ``"import"`` (see
     :func:`~mosaic.core.imports.parse_env_reference`); ``placement`` is resolved (``"thread"``
     or ``"process"``); ``policy_mapping`` is the file's mapping, or ``None`` when the file has
-    none, which happens only with exactly one agent and means "every env agent id maps to it".
+    none, which happens only with exactly one agent and means "every env agent id maps to it";
+    ``record_steps`` is the environment's own setting, ``None`` for the run's (see
+    :meth:`RunConfig.records`).
     """
 
     uid: str
@@ -84,6 +90,7 @@ class EnvironmentPlan(Record):
     params: dict[str, Any]
     placement: PlacementName
     policy_mapping: dict[str, str] | None
+    record_steps: RecordSteps | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +161,7 @@ class RunConfig(Record):
     transport: TransportName
     host: str
     cpu_affinity: str | int
-    record_steps: bool
+    record_steps: RecordSteps
     store_path: str
     timeouts: RunTimeouts
     default_agent: str | None
@@ -167,6 +174,10 @@ class RunConfig(Record):
             if agent.uid == uid:
                 return agent
         raise KeyError(uid)
+
+    def records(self, environment: EnvironmentPlan) -> RecordSteps:
+        """What the store keeps of ``environment``: its own ``record_steps``, else the run's."""
+        return environment.record_steps or self.record_steps
 
     def component_count(self) -> int:
         """How many components the run sets up: each environment, and each brain and muscle."""

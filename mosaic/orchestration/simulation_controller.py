@@ -102,6 +102,9 @@ class _EnvironmentLoop:
     #: goes back to its muscle: when the slot acts again or the episode ends.
     outstanding: dict[str, list[Any]] = field(default_factory=dict)
     episode_seed: int = 0
+    #: What the store keeps of this environment (its ``record_steps``, else the run's).
+    record_steps: bool = False
+    record_episodes: bool = False
 
 
 class SimulationController(Component):
@@ -131,7 +134,6 @@ class SimulationController(Component):
         config = ctx.config
         self._episodes = config.episodes
         self._max_steps = config.max_steps
-        self._record = config.record_steps and ctx.store is not None
         # The run's fingerprint: every step's observation, action, reward and end flags, in
         # order, exactly as encoded on the wire. Equal digests mean equal trajectories.
         self._digest = hashlib.blake2b(digest_size=16)
@@ -177,8 +179,11 @@ class SimulationController(Component):
                                         environment_seed(seed, index)),
                 EnvironmentStartResponse, timeout, check)
             mapping = _resolve_mapping(env.uid, env.policy_mapping, started.sensors, agents)
+            records = config.records(env) if ctx.store is not None else "none"
             self._loops.append(_EnvironmentLoop(index, env.uid, client, started.sensors,
-                                                started.actuators, mapping))
+                                                started.actuators, mapping,
+                                                record_steps=records == "all",
+                                                record_episodes=records != "none"))
 
         for agent_index, agent in enumerate(config.agents):
             muscles: dict[str, MusclePlan] = {}
@@ -320,7 +325,7 @@ class SimulationController(Component):
         turn-based games.
         """
         rewards: dict[str, float] = {}
-        digest, record, rows, run_id = self._digest, self._record, self._rows, self.ctx.run_id
+        digest, record, rows, run_id = self._digest, loop.record_steps, self._rows, self.ctx.run_id
         for slot in slots:
             step, observation, action, reward = loop.outstanding.pop(slot)
             rewards[slot] = reward
@@ -365,7 +370,7 @@ class SimulationController(Component):
         for slot, value in loop.returns.items():
             agent = loop.mapping[slot]
             agent_returns[agent] = agent_returns.get(agent, 0.0) + value
-        if self.ctx.store is not None:
+        if loop.record_episodes and self.ctx.store is not None:
             self.ctx.store.record_episode(self.ctx.run_id, loop.uid, loop.episode, loop.step, total,
                                           dict(loop.returns), terminated, truncated,
                                           loop.episode_seed)

@@ -6,18 +6,18 @@ parameters, gathers them in a :class:`Batch` and writes the batch with the state
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import sqlalchemy as sa
 
 from mosaic.store import schema
+from mosaic.store._values import Encode
 
 StepRow = tuple[Any, ...]
 """``(run_id, environment, episode, step, agent, slot, observation, action, reward, terminated,
 truncated)``; observation and action are raw Python/NumPy values, encoded by the writer thread."""
 
-Encode = Callable[[Any], bytes]
 
 # Kinds of queued items.
 STEPS, TRANSITION, EPISODE, FINISH, CALL, FLUSH, STOP = range(7)

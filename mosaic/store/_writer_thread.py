@@ -31,10 +31,10 @@ from mosaic.store._batch import (
     STEPS,
     TRANSITION,
     Batch,
-    Encode,
     StepRow,
     step_params,
 )
+from mosaic.store._values import Encode
 from mosaic.store.url import StoreLocation, open_engine
 
 # The logger keeps the name of the public module, where this code used to live.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -32,6 +32,7 @@ from mosaic.store._records import (
     StepRecord,
     Transition,
 )
+from mosaic.store._values import Decode, decompressing
 from mosaic.store.url import locate, open_engine
 
 __all__ = [
@@ -48,8 +49,6 @@ __all__ = [
     "open_store",
 ]
 
-Decode = Callable[[bytes], Any]
-
 # How many of the first and of the last episodes a run detail shows.
 EPISODES_SHOWN = 5
 
@@ -65,7 +64,8 @@ def open_store(
     A SQLite file is opened read-only and is never created. Raises StoreError if it does not
     exist, cannot be opened, or is not a mosaic store of this schema version. ``decode`` turns
     stored observation and action bytes back into values; it defaults to
-    ``mosaic.messages.codec.unpack``, imported on first use.
+    ``mosaic.messages.codec.unpack``, imported on first use; values the writer stored
+    compressed are decompressed first.
     """
     location = locate(url_or_path)
     engine = open_engine(location, write=False)
@@ -202,7 +202,7 @@ class Store:
         rows are read lazily, and a row that cannot be decoded raises StoreError when reached.
         The iterator holds a connection until exhausted or closed.
         """
-        decode = self._decode if self._decode is not None else _default_decode()
+        decode = decompressing(self._decode if self._decode is not None else _default_decode())
         with self._reading() as conn:
             run_id = self._resolve(conn, run)
         s = schema.steps

@@ -2,7 +2,8 @@
 
 Times are seconds since the epoch (UTC) as floating point numbers: the same on every database,
 exact to the microsecond, and trivial to compare. Observations and actions are bytes from the
-message codec.
+message codec, zstd-compressed when large (:mod:`mosaic.store._values`; older rows are not, and
+both read alike).
 """
 
 from __future__ import annotations

@@ -35,9 +35,9 @@ from mosaic.store._batch import (
     STEPS,
     STOP,
     TRANSITION,
-    Encode,
     StepRow,
 )
+from mosaic.store._values import COMPRESS_ABOVE, Encode, compressing
 from mosaic.store._writer_thread import (
     HEARTBEAT_INTERVAL,
     WriterStats,
@@ -62,7 +62,10 @@ class StoreWriter(WriterThreadMixin):
 
     ``url_or_path`` is a SQLite file path (parent directories are created on :meth:`start`) or a
     SQLAlchemy URL. ``encode`` turns an observation or action into bytes; it defaults to
-    ``mosaic.messages.codec.pack``, imported on :meth:`start`.
+    ``mosaic.messages.codec.pack``, imported on :meth:`start`. Encoded values of at least
+    ``compress_above`` bytes (NumPy images, say) are stored zstd-compressed when that makes them
+    smaller, and :func:`~mosaic.store.open_store` decodes them transparently; ``None`` stores
+    every value as ``encode`` returns it.
 
     The ``record_*`` methods and :meth:`run_finished` only enqueue: they never block and never
     touch the database, and they may be called from any thread. The objects handed over belong to
@@ -83,11 +86,14 @@ class StoreWriter(WriterThreadMixin):
         batch_rows: int = 1000,
         flush_interval: float = 0.25,
         encode: Encode | None = None,
+        compress_above: int | None = COMPRESS_ABOVE,
     ) -> None:
         if batch_rows < 1:
             raise ValueError(f"batch_rows must be at least 1, got {batch_rows}")
         if not flush_interval > 0:
             raise ValueError(f"flush_interval must be positive, got {flush_interval}")
+        if compress_above is not None and compress_above < 1:
+            raise ValueError(f"compress_above must be at least 1 or None, got {compress_above}")
         self._location: StoreLocation = locate(url_or_path)
         path = self._location.path
         if path is not None and path.is_dir():
@@ -98,6 +104,7 @@ class StoreWriter(WriterThreadMixin):
         self._batch_rows = batch_rows
         self._flush_interval = flush_interval
         self._encode = encode
+        self._compress_above = compress_above
         self._queue: deque[tuple[int, Any]] = deque()
         self._wake = threading.Event()
         self._ready = threading.Event()
@@ -131,7 +138,8 @@ class StoreWriter(WriterThreadMixin):
         ``timeout`` seconds, holds another schema version, if the codec cannot be imported, or if
         the writer was already started or closed.
         """
-        encode = self._encode if self._encode is not None else _default_encode()
+        encode = compressing(self._encode if self._encode is not None else _default_encode(),
+                             self._compress_above)
         with self._lock:
             if self._closed:
                 raise StoreError("this store writer is closed; create a new one")

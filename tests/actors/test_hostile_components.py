@@ -184,7 +184,7 @@ def test_a_component_rejects_hostile_messages_and_keeps_working(kind, tmp_path, 
     config = RunConfig(experiment="hostile", run_index=0, phase="main", phase_index=0, phases=1,
                        seed=1, experiment_seed=1, episodes=1, max_steps=None, termination=None,
                        mode="train", transport="ipc", host="127.0.0.1", cpu_affinity="none",
-                       record_steps=False, store_path="", timeouts=RunTimeouts(),
+                       record_steps="episodes", store_path="", timeouts=RunTimeouts(),
                        default_agent=None, environments=(), agents=())
     ctx = RunContext("hostile", "r", 0, 1, config, EndpointAllocator(f"hostile-{next(_unique)}"),
                      None)

@@ -127,7 +127,11 @@ CORPUS: dict[str, Expect] = {
         "environments[0].policy_mapping.agent_0", 6, "no agent has uid 'randon'", "'random'"
     ),
     "python_tag.yml": Expect("", 4, "invalid YAML", "plain data"),
-    "quoted_bool.yml": Expect("store.record_steps", 9, "true or false", "without quotes"),
+    "quoted_bool.yml": Expect("store.record_steps", 9, "all, episodes or none",
+                              "true or false without quotes"),
+    "record_steps_typo.yml": Expect("environments[0].record_steps", 5,
+                                    "expected all, episodes or none, got the text 'episode'",
+                                    "did you mean 'episodes'?"),
     "quoted_int.yml": Expect("episodes", 2, "got the text '10'", "remove the quotes"),
     "recursive_alias.yml": Expect("environments[0].params.inner", 6, "recursive alias"),
     "store_url.yml": Expect("store.path", 9, "expected a file path"),

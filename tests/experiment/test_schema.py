@@ -97,7 +97,7 @@ class TestDefaults:
         assert experiment.max_steps is None
         assert (experiment.mode, experiment.placement) == ("train", "thread")
         assert (experiment.transport, experiment.host) == ("ipc", "127.0.0.1")
-        assert experiment.store.path is None and experiment.store.record_steps is True
+        assert experiment.store.path is None and experiment.store.record_steps == "all"
         timeouts = experiment.timeouts
         assert (timeouts.setup, timeouts.step, timeouts.shutdown, timeouts.heartbeat) == (
             30.0, 60.0, 5.0, 2.5)
@@ -209,7 +209,7 @@ class TestRunConfig:
         assert config.experiment_seed == 7
         assert (config.episodes, config.max_steps, config.mode) == (4, 100, "test")
         assert (config.transport, config.host) == ("tcp", "127.0.0.1")
-        assert config.record_steps is False
+        assert config.record_steps == "episodes"  # false, the old spelling
         assert config.timeouts == RunTimeouts(setup=1.0, step=2.5, shutdown=3.0, heartbeat=4.0)
         assert config.store_path == str(experiment.source.parent / "results" / "two.db")
         assert [env.policy_mapping for env in config.environments] == [
@@ -240,6 +240,27 @@ class TestRunConfig:
         with pytest.raises(TypeError):
             experiment.run_config(True)
 
+
+    @pytest.mark.parametrize(
+        ("store", "own", "expected"),
+        [
+            ("true", None, "all"),
+            ("false", None, "episodes"),
+            ("none", None, "none"),
+            ("episodes", "all", "all"),
+            ("all", "none", "none"),
+        ],
+    )
+    def test_record_steps_per_environment(
+        self, write: Callable[[str], Path], store: str, own: str | None, expected: str
+    ) -> None:
+        text = MINIMAL + f"store: {{record_steps: {store}}}\n"
+        if own is not None:
+            text = text.replace("    env: gymnasium:CartPole-v1\n",
+                                f"    env: gymnasium:CartPole-v1\n    record_steps: {own}\n")
+        config = load_experiment(write(text)).run_config(0)
+        assert config.records(config.environments[0]) == expected
+        assert config.environments[0].record_steps == own
 
 class TestRunSeeds:
     def test_formula_and_pinned_values(self, write: Callable[[str], Path]) -> None:

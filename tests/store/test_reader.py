@@ -8,7 +8,6 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import closing
@@ -28,16 +27,6 @@ from mosaic.store import (
 from mosaic.store.reader import Store
 
 pytestmark = pytest.mark.timeout(30)
-
-
-@pytest.fixture(autouse=True)
-def no_writer_threads_left() -> Iterator[None]:
-    yield
-    deadline = time.monotonic() + 5
-    while any(t.name == "mosaic-store-writer" for t in threading.enumerate()):
-        if time.monotonic() > deadline:
-            pytest.fail("a store writer thread outlived its test")
-        time.sleep(0.01)
 
 
 def rows(run: int, episode: int, count: int) -> list[tuple[Any, ...]]:

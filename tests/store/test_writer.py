@@ -3,7 +3,6 @@ errors surface without hanging, and a killed writer leaves every committed batch
 
 from __future__ import annotations
 
-import contextlib
 import json
 import pickle
 import signal
@@ -13,7 +12,6 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -25,26 +23,6 @@ from mosaic.core.errors import StoreError
 from mosaic.store import StoreWriter, open_store
 
 pytestmark = pytest.mark.timeout(30)
-
-
-@pytest.fixture(autouse=True)
-def no_writer_threads_left() -> Iterator[None]:
-    yield
-    deadline = time.monotonic() + 5
-    while any(t.name == "mosaic-store-writer" for t in threading.enumerate()):
-        if time.monotonic() > deadline:
-            pytest.fail("a store writer thread outlived its test")
-        time.sleep(0.01)
-
-
-@pytest.fixture
-def writers() -> Iterator[list[StoreWriter]]:
-    """Writers registered here are closed after the test even when it fails."""
-    started: list[StoreWriter] = []
-    yield started
-    for writer in started:
-        with contextlib.suppress(StoreError):
-            writer.close(timeout=5)
 
 
 def make_writer(writers: list[StoreWriter], path: Path, **kwargs: Any) -> StoreWriter:
