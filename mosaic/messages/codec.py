@@ -85,9 +85,8 @@ def encode_message(message: Message, correlation_id: int = 0) -> bytes:
         spec = _MESSAGE_SPECS[kind] = typed_spec(kind)
     if type(correlation_id) is not int or not 0 <= correlation_id < 1 << 64:
         raise CodecError(f"correlation_id must be an int in [0, 2**64), got {correlation_id!r}")
-    tag, names, getter, _ = spec
-    fields = dict(zip(names, getter(message), strict=True))
-    return encode_value([PROTOCOL_VERSION, correlation_id, tag, fields])
+    tag, _, field_map, _ = spec
+    return encode_value([PROTOCOL_VERSION, correlation_id, tag, field_map(message)])
 
 
 def unpack(data: BytesLike, *, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> Any:

@@ -117,8 +117,7 @@ class RequestServer:
     def reply(self, incoming: Incoming, response: Response) -> None:
         """Send ``response`` to the peer of ``incoming``; a vanished peer is logged, not raised."""
         try:
-            self._socket.send_multipart(
-                [incoming.peer, encode_message(response, incoming.correlation_id)])
+            self._send(incoming.peer, encode_message(response, incoming.correlation_id), 0)
         except zmq.ZMQError as error:
             log.warning("%s: could not reply %s: %s", self.name, type(response).__name__, error)
 
@@ -133,7 +132,14 @@ class RequestServer:
         answer = ErrorResponse(request=request, error_type=type(error).__name__, error=str(error))
         # the sender is gone or not a mosaic peer; the rejection is logged
         with contextlib.suppress(zmq.ZMQError):
-            self._socket.send_multipart([peer, encode_message(answer, correlation_id)], zmq.NOBLOCK)
+            self._send(peer, encode_message(answer, correlation_id), zmq.NOBLOCK)
+
+    def _send(self, peer: bytes, payload: bytes, flags: int) -> None:
+        # Two sends instead of send_multipart, whose per-part checks cost more than both sends
+        # on the step loop. ROUTER_MANDATORY makes the first send raise for a vanished peer.
+        sock = self._socket
+        sock.send(peer, flags | zmq.SNDMORE)
+        sock.send(payload, flags)
 
     def _note_refusals(self) -> None:
         """Log the peers whose handshake failed since the last look."""

@@ -243,3 +243,30 @@ def test_a_send_to_a_peer_that_never_reads_gives_up_instead_of_hanging(tmp_path,
         assert time.monotonic() - started < 10
     finally:
         client.close()
+
+
+def test_a_reply_to_a_vanished_peer_is_logged_and_the_server_keeps_serving(caplog):
+    server = RequestServer("inproc://vanish", name="vanish", idle_timeout_ms=20)
+    gone = RequestClient("inproc://vanish", peer="vanish", sender="gone")
+    client = RequestClient("inproc://vanish", peer="vanish")
+    try:
+        gone.send(PingRequest())
+        incoming = server.receive()
+        assert incoming is not None
+        gone.close()
+        # ZeroMQ forgets the peer soon after it closes; until then a reply is simply dropped.
+        deadline = time.monotonic() + 5
+        with caplog.at_level(logging.WARNING, logger="mosaic.transport.server"):
+            while "could not reply PongResponse" not in caplog.text:
+                assert time.monotonic() < deadline, "the vanished peer was never noticed"
+                server.reply(incoming, PongResponse("vanish"))
+                time.sleep(0.01)
+        correlation = client.send(PingRequest())
+        answered = server.receive()
+        assert answered is not None
+        server.reply(answered, PongResponse("vanish"))
+        assert client.receive(correlation, 5, PongResponse).uid == "vanish"
+    finally:
+        client.close()
+        gone.close()
+        server.close()
