@@ -1,14 +1,19 @@
-"""Suite-wide guards: every subprocess carries a tag, and none may outlive the suite."""
+"""Suite-wide guards: every subprocess carries a tag, and none may outlive the suite; no run
+that the suite's own process hosted leaves its ipc folder behind."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 import uuid
+from pathlib import Path
 
 import pykka
 import pytest
 
+from mosaic.transport.endpoints import IPC_FOLDER_PREFIX
 from tests.processes import TAG_VARIABLE, kill_all, tagged_processes
 
 SESSION_TAG = os.environ.setdefault(TAG_VARIABLE, uuid.uuid4().hex)
@@ -29,6 +34,16 @@ def no_process_outlives_the_suite():
     left = wait_for_no_processes(SESSION_TAG)
     kill_all(left)
     assert not left, f"processes outlived the test suite: {left}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_ipc_folder_outlives_the_suite():
+    """Runs hosted in this process (the in-process orchestration tests) remove their folders."""
+    yield
+    left = list(Path(tempfile.gettempdir()).glob(f"{IPC_FOLDER_PREFIX}{os.getpid()}-*"))
+    for folder in left:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert not left, f"ipc folders outlived the test suite: {left}"
 
 
 @pytest.fixture(autouse=True)

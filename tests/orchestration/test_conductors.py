@@ -55,6 +55,7 @@ def environment_conductor(kind: str, tmp_path: Path) -> Iterator[tuple[RunContex
         placed.stop(5)
         for part in ctx.supervisor.placed():
             part.kill()
+        ctx.endpoints.cleanup()  # the run's ipc folder, as the executor removes it
         assert not placed.alive()
 
 
