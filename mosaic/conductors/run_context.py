@@ -107,7 +107,6 @@ class RunContext:
     config: RunConfig
     endpoints: EndpointAllocator
     store: StoreWriter | None
-    timeouts: RunTimeouts = field(default_factory=RunTimeouts)
     supervisor: Supervisor = field(default_factory=Supervisor)
     cancelled: threading.Event = field(default_factory=threading.Event)
     #: Set when the simulation failed; with ``cancelled``, it makes the shutdown hurried.
@@ -131,8 +130,12 @@ class RunContext:
         """
         endpoints = EndpointAllocator(run_uid, transport=config.transport, host=config.host)
         trust = Bootstrap(Credentials.fresh(keys), named_strings(config.to_dict()))
-        return cls(experiment_uid, run_uid, run_id, seed, config, endpoints, store,
-                   config.timeouts, trust=trust)
+        return cls(experiment_uid, run_uid, run_id, seed, config, endpoints, store, trust=trust)
+
+    @property
+    def timeouts(self) -> RunTimeouts:
+        """The run's timeouts, as its config gives them."""
+        return self.config.timeouts
 
     @property
     def credentials(self) -> Credentials | None:
