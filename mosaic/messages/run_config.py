@@ -168,13 +168,6 @@ class RunConfig(Record):
     environments: tuple[EnvironmentPlan, ...]
     agents: tuple[AgentPlan, ...]
 
-    def agent(self, uid: str) -> AgentPlan:
-        """The agent ``uid``; :class:`KeyError` if the run has none of that name."""
-        for agent in self.agents:
-            if agent.uid == uid:
-                return agent
-        raise KeyError(uid)
-
     def records(self, environment: EnvironmentPlan) -> RecordSteps:
         """What the store keeps of ``environment``: its own ``record_steps``, else the run's."""
         return environment.record_steps or self.record_steps
