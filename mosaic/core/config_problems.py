@@ -17,9 +17,9 @@ import difflib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn, TypeVar, Union, get_args, get_origin
+from typing import Any, ClassVar, NoReturn, TypeVar, Union, get_args, get_origin
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
@@ -30,12 +30,15 @@ __all__ = [
     "Loc",
     "Position",
     "Problem",
+    "StrictModel",
     "config_error",
     "describe_value",
     "did_you_mean",
     "format_location",
     "locate",
+    "raise_if_any",
     "raise_problems",
+    "text_key_problem",
     "validate",
 ]
 
@@ -101,6 +104,29 @@ def raise_problems(*problems: Problem) -> NoReturn:
     raise PydanticCustomError(
         PROBLEMS_ERROR, "{summary}", {"summary": summary, "problems": problems}
     )
+
+
+def raise_if_any(problems: Sequence[Problem]) -> None:
+    """:func:`raise_problems` with ``problems``, if there are any; else nothing."""
+    if problems:
+        raise_problems(*problems)
+
+
+class StrictModel(BaseModel):
+    """The base of a config file's models: strict types, no unknown keys, frozen.
+
+    ``expected`` says what a value of the model looks like, for error messages.
+    """
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    expected: ClassVar[str] = "a mapping"
+
+
+def text_key_problem(loc: Loc, key: Any) -> Problem:
+    """The problem of a mapping key ``key`` at ``loc`` (its parent's path) that is not text."""
+    return Problem((*loc, str(key)), f"expected a text key, got {describe_value(key)}",
+                   f"quote the key: '{key}'")
 
 
 def describe_value(value: Any) -> str:
@@ -214,13 +240,7 @@ def _translate(detail: Any, root: type[BaseModel]) -> list[Problem]:
         # pydantic reports a bad mapping key at the key, plus "[key]" for a typed mapping.
         loc = loc[:-1] if loc[-1:] == ("[key]",) else loc
         key = loc[-1] if loc else value
-        return [
-            Problem(
-                (*loc[:-1], str(key)),
-                f"expected a text key, got {describe_value(key)}",
-                f"quote the key: '{key}'",
-            )
-        ]
+        return [text_key_problem(loc[:-1], key)]
     field, target = _resolve(root, loc)
     expected = field.description if field is not None and field.description else None
     if expected is None and _is_model(target):

@@ -68,22 +68,13 @@ def load_experiment(
         raise ConfigError(shown, "", "validation failed without a reason")
 
     source = Path(shown).expanduser().resolve()
-    store_path = _store_path(model, source, store_override, shown, document.positions)
+    _, store_line = locate(("store", "path"), document.positions)
+    store_path = resolve_store_path(shown, source, store_override, model.store.path,
+                                    line=store_line)
     curve_keys_dir = _curve_keys_dir(model, source, shown, document.positions)
     fields = {name: getattr(model, name) for name in ExperimentFile.model_fields}
     return Experiment.model_validate({**fields, "source": source, "store_path": store_path,
                                       "curve_keys_dir": curve_keys_dir})
-
-
-def _store_path(
-    model: ExperimentFile,
-    source: Path,
-    override: str | None,
-    shown: str,
-    positions: dict[Loc, Position],
-) -> Path:
-    _, line = locate(("store", "path"), positions)
-    return resolve_store_path(shown, source, override, model.store.path, line=line)
 
 
 def _curve_keys_dir(

@@ -28,9 +28,7 @@ from typing import Annotated, Any, ClassVar, Literal, cast
 import numpy as np
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     field_validator,
     model_validator,
@@ -40,9 +38,12 @@ from mosaic.agents import Brain, Mode, Muscle
 from mosaic.core.config_problems import (
     Loc,
     Problem,
+    StrictModel,
     describe_value,
     did_you_mean,
+    raise_if_any,
     raise_problems,
+    text_key_problem,
     validate,
 )
 from mosaic.core.imports import (
@@ -91,9 +92,9 @@ MAX_SEED = 2**63 - 1
 MAX_RUNS = 100_000
 """The most runs one experiment may have; validation derives and compares every run seed."""
 GYMNASIUM_AGENT = "agent_0"
+"""The one env agent id of a Gymnasium environment."""
 DEFAULT_PHASE = "main"
 """The name of the only phase of an experiment without ``phases``."""
-"""The one env agent id of a Gymnasium environment."""
 
 
 def _plain_problems(value: Any, loc: Loc) -> list[Problem]:
@@ -105,13 +106,7 @@ def _plain_problems(value: Any, loc: Loc) -> list[Problem]:
         problems = []
         for key, item in value.items():
             if not isinstance(key, str):
-                problems.append(
-                    Problem(
-                        (*loc, str(key)),
-                        f"expected a text key, got {describe_value(key)}",
-                        f"quote the key: '{key}'",
-                    )
-                )
+                problems.append(text_key_problem(loc, key))
             else:
                 problems.extend(_plain_problems(item, (*loc, key)))
         return problems
@@ -126,9 +121,7 @@ def _plain_problems(value: Any, loc: Loc) -> list[Problem]:
 
 
 def _check_plain(value: dict[str, Any]) -> dict[str, Any]:
-    problems = _plain_problems(value, ())
-    if problems:
-        raise_problems(*problems)
+    raise_if_any(_plain_problems(value, ()))
     return value
 
 
@@ -165,14 +158,7 @@ def _record_steps(value: Any) -> RecordSteps:
 RecordStepsSetting = Annotated[RecordSteps, BeforeValidator(_record_steps)]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
-
-    expected: ClassVar[str] = "a mapping"
-    """What a value of this model looks like, for error messages."""
-
-
-class _ComponentSpec(_Model):
+class _ComponentSpec(StrictModel):
     class_: str = Field(alias="class", description="a class path such as 'package.module:Class'")
     params: Params = Field(default_factory=dict, description="a mapping of parameters")
 
@@ -235,7 +221,7 @@ class MuscleSpec(_ComponentSpec):
     )
 
 
-class AgentPlacement(_Model):
+class AgentPlacement(StrictModel):
     """Where an agent's brain and muscle run; ``None`` means the experiment's ``placement``."""
 
     expected: ClassVar[str] = (
@@ -255,7 +241,7 @@ class AgentPlacement(_Model):
         return data
 
 
-class EnvironmentConfig(_Model):
+class EnvironmentConfig(StrictModel):
     """One environment of the experiment."""
 
     expected: ClassVar[str] = "a mapping with at least 'uid' and 'env'"
@@ -294,7 +280,7 @@ class EnvironmentConfig(_Model):
         return parse_env_reference(self.env)[0]
 
 
-class LoadSpec(_Model):
+class LoadSpec(StrictModel):
     """Where an agent's brain state comes from: a phase's checkpoint of a run or experiment.
 
     ``agent`` defaults to the loading agent's own uid; without ``run``, the newest run of
@@ -309,7 +295,7 @@ class LoadSpec(_Model):
     experiment: Uid | None = Field(default=None, description="an experiment uid")
 
 
-class AgentConfig(_Model):
+class AgentConfig(StrictModel):
     """One agent: a brain that learns and a muscle that acts."""
 
     expected: ClassVar[str] = "a mapping with at least 'uid' and 'muscle'"
@@ -332,9 +318,7 @@ class AgentConfig(_Model):
 
     @model_validator(mode="after")
     def _muscle_params(self) -> AgentConfig:
-        problems = _muscle_params_problems(self)
-        if problems:
-            raise_problems(*problems)
+        raise_if_any(_muscle_params_problems(self))
         return self
 
 
@@ -358,7 +342,7 @@ def _muscle_params_problems(agent: AgentConfig) -> list[Problem]:
     return [dataclasses.replace(problem, loc=where(problem.loc)) for problem in problems]
 
 
-class TerminationConfig(_Model):
+class TerminationConfig(StrictModel):
     """When a phase stops early, besides its episode count and the environments' own ends.
 
     ``reward_threshold``: stop once the mean return of the last ``window`` episodes reaches it.
@@ -388,7 +372,7 @@ class TerminationConfig(_Model):
         return path
 
 
-class PhaseConfig(_Model):
+class PhaseConfig(StrictModel):
     """One phase of a run's schedule; what it does not set, it inherits from the phase before."""
 
     expected: ClassVar[str] = "a mapping with at least 'name'"
@@ -408,7 +392,7 @@ class PhaseConfig(_Model):
     )
 
 
-class StoreConfig(_Model):
+class StoreConfig(StrictModel):
     """Where results go."""
 
     path: str | None = Field(
@@ -437,7 +421,7 @@ class StoreConfig(_Model):
         return path
 
 
-class Timeouts(_Model):
+class Timeouts(StrictModel):
     """Time limits in seconds; each must be a positive number."""
 
     setup: Seconds = Field(default=30.0, description="a number of seconds > 0")
@@ -446,7 +430,7 @@ class Timeouts(_Model):
     heartbeat: Seconds = Field(default=2.5, description="a number of seconds > 0")
 
 
-class ExperimentFile(_Model):
+class ExperimentFile(StrictModel):
     """An experiment file's content, validated: exactly the keys the YAML may hold.
 
     The model validator also checks references between sections; see the module docstring.
@@ -509,9 +493,7 @@ class ExperimentFile(_Model):
 
     @model_validator(mode="after")
     def _references(self) -> ExperimentFile:
-        problems = _reference_problems(self)
-        if problems:
-            raise_problems(*problems)
+        raise_if_any(_reference_problems(self))
         return self
 
 
@@ -662,13 +644,7 @@ def _how_to_generate() -> str:
 
 
 def _choices_hint(value: str, choices: list[str], what: str) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(value, choices, n=1, cutoff=0.6)
-    listed = ", ".join(choices)
-    if close:
-        return f"did you mean '{close[0]}'? {what}: {listed}"
-    return f"{what}: {listed}"
+    return f"{did_you_mean(value, choices)} {what}: {', '.join(choices)}".lstrip()
 
 
 class Experiment(ExperimentFile):

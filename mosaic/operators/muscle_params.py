@@ -8,7 +8,7 @@ Problems are worded by the one config pipeline (:mod:`mosaic.core.config_problem
 
 The models check the shape of the params only; what ``class`` and ``function`` name is imported
 when the muscle is set up. A worker's ``settings`` are checked with the evaluation file's settings
-models of its type (:data:`~mosaic.operators.evaluation._models.SETTINGS_MODELS`).
+models of its type (:data:`~mosaic.operators.api.settings.SETTINGS_MODELS`).
 """
 
 from __future__ import annotations
@@ -21,15 +21,17 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from mosaic.core.config_problems import (
     Problem,
+    StrictModel,
     config_error,
     describe_value,
     did_you_mean,
+    raise_if_any,
     raise_problems,
     validate,
 )
 from mosaic.core.errors import MosaicError
 from mosaic.operators.api.config import OPERATOR_TYPES
-from mosaic.operators.evaluation._models import SETTINGS_MODELS
+from mosaic.operators.api.settings import SETTINGS_MODELS
 
 __all__ = [
     "BUILTIN_OPERATORS",
@@ -73,12 +75,6 @@ _NOT_AGENT_SETTINGS = {
 Seconds = Annotated[float, Field(gt=0, description="a number of seconds > 0")]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
-
-    expected: ClassVar[str] = "a mapping"
-
-
 def _one_of(value: str, choices: Sequence[str], expected: str) -> None:
     if value not in choices:
         raise_problems(Problem((), f"expected {expected}, got {describe_value(value)}",
@@ -96,7 +92,7 @@ def _goes_with(key: str, given: bool, form: str, chosen: str, owner: str,
     return [Problem((key,), f"required key is missing for {form} '{owner}'; expected {expected}")]
 
 
-class _OperatorSpec(_Strict):
+class _OperatorSpec(StrictModel):
     """What both forms take: ``id`` (default: the agent's uid) and ``name`` (default: the id).
 
     Filled in by :meth:`named`: until then an ``id`` left out is ``""``.
@@ -116,9 +112,7 @@ class _OperatorSpec(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
-        problems = self._problems()
-        if problems:
-            raise_problems(*problems)
+        raise_if_any(self._problems())
         return self
 
     def _problems(self) -> list[Problem]:

@@ -40,8 +40,8 @@ value, the closest valid one; ``str()`` of it lists every problem found, one per
 is read and its problems are worded as an experiment file's are (:mod:`mosaic.core.config_yaml`,
 :mod:`mosaic.core.config_problems`).
 
-The models are in ``_models``; this module checks what needs more than one field and holds the
-entry points.
+The models are in ``_models`` (each type's settings models in :mod:`mosaic.operators.api.settings`);
+this module checks what needs more than one field and holds the entry points.
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from mosaic.core.config_problems import Loc as Loc  # importable from here, as before
 from mosaic.core.config_problems import (
+    Loc,
     Position,
     Problem,
     config_error,
@@ -61,21 +61,8 @@ from mosaic.core.config_problems import (
 from mosaic.core.config_yaml import FileKind, empty_file, read_document, require_mapping
 from mosaic.core.errors import ConfigError
 from mosaic.operators.api.config import OPERATOR_TYPES
-from mosaic.operators.evaluation._models import (
-    SETTINGS_MODELS,
-    EvaluationConfig,
-    OperatorSpec,
-    TimeoutsSpec,
-)
-
-# The settings models are importable from here, as before the split (not in __all__).
-from mosaic.operators.evaluation._models import CommandSettings as CommandSettings
-from mosaic.operators.evaluation._models import HumanSettings as HumanSettings
-from mosaic.operators.evaluation._models import LlmSettings as LlmSettings
-from mosaic.operators.evaluation._models import PassiveSettings as PassiveSettings
-from mosaic.operators.evaluation._models import RandomSettings as RandomSettings
-from mosaic.operators.evaluation._models import RlSettings as RlSettings
-from mosaic.operators.evaluation._models import ScriptedSettings as ScriptedSettings
+from mosaic.operators.api.settings import SETTINGS_MODELS
+from mosaic.operators.evaluation._models import EvaluationConfig, OperatorSpec, TimeoutsSpec
 
 __all__ = [
     "OPERATOR_TYPES",
