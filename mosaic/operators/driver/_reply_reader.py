@@ -12,6 +12,7 @@ import threading
 from typing import IO, Any
 
 from mosaic.operators import protocol as p
+from mosaic.runtime.processes.lines import bounded_lines
 
 EOF = object()
 OVERSIZE = object()
@@ -39,17 +40,8 @@ class ReplyReader:
     def read(self, stream: IO[bytes]) -> None:
         """Queue every line of ``stream`` until its end, then :data:`EOF`."""
         try:
-            while True:
-                line = stream.readline(p.MAX_LINE_BYTES + 1)
-                if not line:
-                    break
-                if len(line) > p.MAX_LINE_BYTES and not line.endswith(b"\n"):
-                    while line and not line.endswith(b"\n"):
-                        line = stream.readline(p.MAX_LINE_BYTES)
-                    self._put(OVERSIZE)
-                    continue
-                if line.strip():
-                    self._put(line)
+            for line in bounded_lines(stream, p.MAX_LINE_BYTES):
+                self._put(OVERSIZE if line is None else line)
         except (OSError, ValueError):  # the pipe was closed under us during stop()
             pass
         finally:

@@ -47,9 +47,6 @@ from typing import Any
 from mosaic.core.errors import WorkerCrashed, WorkerError, WorkerProtocolError, WorkerTimeout
 from mosaic.operators import protocol as p
 from mosaic.operators.api.config import OperatorConfig
-
-# INIT_AGENT_KEYS is re-exported: it was defined here before the multi-agent handle moved out.
-from mosaic.operators.driver._commands import INIT_AGENT_KEYS as INIT_AGENT_KEYS
 from mosaic.operators.driver._commands import init_agent_command, select_action_command
 from mosaic.operators.driver._reply_reader import EOF, OVERSIZE, ReplyReader
 from mosaic.runtime.processes.child import ChildProcess

@@ -65,9 +65,6 @@ from mosaic.operators.evaluation._results import (
 )
 from mosaic.operators.evaluation._store import StoreRecorder
 from mosaic.operators.evaluation._telemetry import (
-    DEFAULT_TELEMETRY_DIR as DEFAULT_TELEMETRY_DIR,  # importable from here, as before
-)
-from mosaic.operators.evaluation._telemetry import (
     ProgressCallback,
     Telemetry,
     resolve_telemetry_path,
@@ -104,13 +101,10 @@ STORE_CLOSE_TIMEOUT_S = 30.0
 
 def _declares_ansi(env_id: str) -> bool:
     """True when the Gymnasium environment ``env_id`` lists ``ansi`` among its render modes."""
-    try:
-        import gymnasium
-        from gymnasium.envs.registration import load_env_creator
+    from mosaic.operators.worker.runtime import declared_render_modes
 
-        entry = gymnasium.spec(env_id).entry_point
-        creator = load_env_creator(entry) if isinstance(entry, str) else entry
-        return "ansi" in getattr(creator, "metadata", {}).get("render_modes", [])
+    try:
+        return "ansi" in declared_render_modes(env_id)
     except Exception:  # unknown or unloadable here: the worker will say why
         return False
 

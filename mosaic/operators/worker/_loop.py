@@ -19,6 +19,7 @@ from typing import Any, BinaryIO
 from mosaic.operators import protocol as p
 from mosaic.operators.worker._policy import WorkerPolicy, noop_action
 from mosaic.operators.worker._process import WorkerTerminated
+from mosaic.runtime.processes.lines import bounded_lines
 
 log = logging.getLogger("mosaic.worker")
 
@@ -171,16 +172,10 @@ class InteractiveRuntime:
     # -- plumbing --
 
     def _lines(self) -> Iterator[bytes]:
-        while True:
-            line = self._in.readline(p.MAX_LINE_BYTES + 1)
-            if not line:
-                return
-            if len(line) > p.MAX_LINE_BYTES and not line.endswith(b"\n"):
-                while line and not line.endswith(b"\n"):  # discard the rest of the long line
-                    line = self._in.readline(p.MAX_LINE_BYTES)
+        for line in bounded_lines(self._in, p.MAX_LINE_BYTES):
+            if line is None:
                 self._write([self._error(f"line longer than {p.MAX_LINE_BYTES} bytes", None)])
-                continue
-            if line.strip():
+            else:
                 yield line
 
     def _write(self, replies: list[dict[str, Any]]) -> None:

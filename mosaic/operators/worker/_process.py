@@ -45,19 +45,28 @@ def make_env(
     ``ansi``. Raises whatever ``gymnasium.make`` raises for an unknown id or bad kwargs.
     """
     import gymnasium as gym
-    from gymnasium.envs.registration import load_env_creator
 
     kwargs = dict(env_kwargs or {})
     if render_every > 0:
         mode = render_mode
         if mode == "auto":
-            spec = gym.spec(env_id)
-            entry = spec.entry_point
-            creator = load_env_creator(entry) if isinstance(entry, str) else entry
-            modes = getattr(creator, "metadata", {}).get("render_modes", [])
-            mode = "rgb_array" if "rgb_array" in modes else "ansi"
+            mode = "rgb_array" if "rgb_array" in declared_render_modes(env_id) else "ansi"
         kwargs["render_mode"] = mode
     return gym.make(env_id, **kwargs)
+
+
+def declared_render_modes(env_id: str) -> list[str]:
+    """The render modes the Gymnasium environment ``env_id`` lists in its metadata.
+
+    Raises what ``gymnasium.spec`` raises for an unknown id, and what importing its entry point
+    raises.
+    """
+    import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
+
+    entry = gym.spec(env_id).entry_point
+    creator = load_env_creator(entry) if isinstance(entry, str) else entry
+    return list(getattr(creator, "metadata", {}).get("render_modes", []))
 
 
 # --- process setup --------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ from mosaic.operators.worker._process import PARENT_PID_ENV as PARENT_PID_ENV
 from mosaic.operators.worker._process import (
     WorkerTerminated,
     add_runtime_arguments,
+    declared_render_modes,
     install_parent_death_signal,
     install_sigterm_handler,
     make_env,
@@ -61,6 +62,7 @@ __all__ = [
     "WorkerTerminated",
     "add_runtime_arguments",
     "copy_space",
+    "declared_render_modes",
     "discrete_actions",
     "install_parent_death_signal",
     "make_env",

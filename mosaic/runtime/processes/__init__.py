@@ -18,5 +18,8 @@ In the child:
 * :mod:`~mosaic.runtime.processes.parent`: die with the parent (the kernel's parent-death
   signal and a parent check), and act once on SIGTERM however many come.
 
+On both sides, :mod:`~mosaic.runtime.processes.lines` reads a pipe line by line, each line
+bounded in length.
+
 Nothing is imported here: a child imports only the module it uses, as early as it can.
 """
