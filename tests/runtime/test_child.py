@@ -65,7 +65,7 @@ def test_a_killed_child_is_named_by_its_signal(start_child: StartChild) -> None:
     assert child.alive() and child.exit_cause() is None
     began = time.monotonic()
     assert child.kill(5.0)
-    assert time.monotonic() - began < 2.0
+    assert time.monotonic() - began < 4.0
     assert child.exit_code == -signal.SIGKILL
     assert child.exit_cause() == "killed by SIGKILL"
     child.signal(signal.SIGTERM)  # to a child that has exited: nothing, and no error
@@ -102,7 +102,7 @@ def test_the_reap_is_bounded_when_a_grandchild_holds_the_pipes(start_child: Star
         assert child.kill(5.0)
         began = time.monotonic()
         child.release()
-        assert time.monotonic() - began < RELEASE_READERS_S + 0.5
+        assert time.monotonic() - began < RELEASE_READERS_S + 2.0
         assert child.exit_cause() == "killed by SIGKILL"
     finally:
         kill_if_alive(grandchild)

@@ -75,7 +75,7 @@ def test_each_child_ends_at_the_step_it_heeds_within_the_budget(
                           close_stdin=_close_stdin(child))
     took = time.monotonic() - began
     assert (ended, child.exit_code) == (outcome, exit_code)
-    assert took < BUDGET_S + ASK_DELIVERY_S + 0.5
+    assert took < BUDGET_S + ASK_DELIVERY_S + 2.0
     child.release()
 
 
@@ -92,7 +92,7 @@ def test_a_child_asked_by_other_means_gets_its_grace_then_sigterm(
     began = time.monotonic()
     assert stop_in_order(staying, StopSchedule(ask_s=0.2, sigterm_s=3.0, sigkill_s=1.0)) \
         == TERMINATED
-    assert time.monotonic() - began < 1.5
+    assert time.monotonic() - began < 2.5  # less than the ask's grace and SIGTERM's share
 
 
 def test_the_budget_is_shared_in_the_documented_proportions() -> None:
