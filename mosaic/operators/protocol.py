@@ -71,6 +71,10 @@ __all__ = [
     "to_jsonable",
 ]
 
+#: The launcher puts its own pid in this variable of a worker's environment, so that a worker can
+#: tell that its parent died before it started.
+PARENT_PID_ENV = "MOSAIC_PARENT_PID"
+
 CMD_RESET = "reset"
 CMD_STEP = "step"
 CMD_STOP = "stop"

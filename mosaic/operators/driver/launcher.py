@@ -45,7 +45,7 @@ from mosaic.core.errors import WorkerError
 from mosaic.operators.api.config import OperatorConfig, WorkerAssignment
 from mosaic.operators.driver.handle import OperatorProcessHandle
 from mosaic.operators.driver.multi_handle import MultiAgentOperatorHandle
-from mosaic.operators.worker.runtime import PARENT_PID_ENV
+from mosaic.operators.protocol import PARENT_PID_ENV
 from mosaic.runtime.processes.child import spawn
 
 __all__ = ["PROXY_VARIABLES", "WORKER_MODULES", "OperatorLauncher"]

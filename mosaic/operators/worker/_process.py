@@ -12,12 +12,10 @@ import os
 import sys
 from typing import Any, BinaryIO, NoReturn
 
+from mosaic.operators.protocol import PARENT_PID_ENV
 from mosaic.runtime.processes.parent import die_with_parent, on_first_sigterm
 
 log = logging.getLogger("mosaic.worker")
-
-#: The launcher puts its own pid here so a worker can tell that its parent died before it started.
-PARENT_PID_ENV = "MOSAIC_PARENT_PID"
 
 
 class WorkerTerminated(BaseException):

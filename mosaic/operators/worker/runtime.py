@@ -42,9 +42,6 @@ from mosaic.operators.worker._policy import (
     discrete_actions,
     noop_action,
 )
-
-# PARENT_PID_ENV is re-exported for the launcher, which sets it for the workers it starts.
-from mosaic.operators.worker._process import PARENT_PID_ENV as PARENT_PID_ENV
 from mosaic.operators.worker._process import (
     WorkerTerminated,
     add_runtime_arguments,
