@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
 from mosaic.core.errors import MosaicError
 from mosaic.core.seeding import check_seed
 from mosaic.core.spaces import space_to_dict
-from mosaic.environments import EnvironmentAdapter, make_environment
+from mosaic.environments import EnvironmentAdapter
+from mosaic.environments.factory import make_any
+from mosaic.environments.vector import VectorAdapter
 from mosaic.messages import (
     ActuatorSpec,
     EnvironmentResetRequest,
@@ -18,25 +24,35 @@ from mosaic.messages import (
     EnvironmentUpdateResponse,
     Message,
     SensorSpec,
+    VectorResetRequest,
+    VectorStepRequest,
+    VectorStepResponse,
 )
 from mosaic.messages.names import SIMULATION_CONTROLLER
 from mosaic.runtime.component import Component, handles
 
 
 class EnvironmentActor(Component):
-    """Owns one environment instance; answers start, reset, update and shutdown requests.
+    """Owns one environment instance, or one vector of copies; answers start, reset, update
+    and shutdown requests (and the vector's reset and step).
 
     It takes them from the simulation controller only.
     """
 
     def __init__(self, uid: str) -> None:
         super().__init__(uid)
-        self._env: EnvironmentAdapter | None = None
+        self._env: EnvironmentAdapter | VectorAdapter | None = None
 
     @property
     def env(self) -> EnvironmentAdapter:
-        if self._env is None:
-            raise MosaicError(f"environment {self.uid!r} was not started")
+        if not isinstance(self._env, EnvironmentAdapter):
+            raise MosaicError(f"environment {self.uid!r} was not started as one environment")
+        return self._env
+
+    @property
+    def vector(self) -> VectorAdapter:
+        if not isinstance(self._env, VectorAdapter):
+            raise MosaicError(f"environment {self.uid!r} was not started with copies")
         return self._env
 
     def accepts(self, message: Message, sender: str | None) -> bool:
@@ -45,11 +61,16 @@ class EnvironmentActor(Component):
     @handles(EnvironmentStartRequest)
     def _start(self, request: EnvironmentStartRequest) -> EnvironmentStartResponse:
         self.check_import(request.env)
-        self._env = make_environment(request.env, request.params)
+        env = make_any(request.env, request.params, request.copies, request.vector_mode,
+                       request.max_steps)
+        self._env = env
         sensors = tuple(SensorSpec(slot, space_to_dict(obs))
-                        for slot, (obs, _) in self._env.slots.items())
+                        for slot, (obs, _) in env.slots.items())
         actuators = tuple(ActuatorSpec(slot, space_to_dict(act))
-                          for slot, (_, act) in self._env.slots.items())
+                          for slot, (_, act) in env.slots.items())
+        if isinstance(env, VectorAdapter):
+            return EnvironmentStartResponse(self.uid, sensors, actuators, env.copies,
+                                            env.reseeds)
         return EnvironmentStartResponse(self.uid, sensors, actuators)
 
     @handles(EnvironmentResetRequest)
@@ -63,6 +84,14 @@ class EnvironmentActor(Component):
         return EnvironmentUpdateResponse(o.observations, o.rewards, o.terminated, o.truncated,
                                          o.acting, o.legal_actions)
 
+    @handles(VectorResetRequest)
+    def _vector_reset(self, request: VectorResetRequest) -> VectorStepResponse:
+        return VectorStepResponse(self.vector.reset(_seeds(request.seeds)))
+
+    @handles(VectorStepRequest)
+    def _vector_step(self, request: VectorStepRequest) -> VectorStepResponse:
+        return VectorStepResponse(self.vector.step(request.actions, _seeds(request.next_seeds)))
+
     @handles(EnvironmentShutdownRequest)
     def _shutdown(self, request: EnvironmentShutdownRequest) -> EnvironmentShutdownResponse:
         self.request_stop()
@@ -71,3 +100,12 @@ class EnvironmentActor(Component):
     def on_shutdown(self) -> None:
         if self._env is not None:
             self._env.close()
+
+
+def _seeds(seeds: Any) -> np.ndarray | None:
+    """The copies' seeds from the wire: None, or unsigned 64-bit integers, one per copy."""
+    if seeds is None:
+        return None
+    if not (isinstance(seeds, np.ndarray) and seeds.dtype == np.uint64 and seeds.ndim == 1):
+        raise MosaicError("seeds must be a one-dimensional uint64 array")
+    return seeds

@@ -6,10 +6,14 @@ from typing import Any
 
 from mosaic.actors.slots import slots_from_specs
 from mosaic.agents import Muscle, MuscleContext
+from mosaic.agents.batch import Batch
+from mosaic.agents.per_copy import PerCopyMuscles
 from mosaic.core.errors import MosaicError
 from mosaic.core.imports import import_object
 from mosaic.core.seeding import check_seed
 from mosaic.messages import (
+    AgentBatchRequest,
+    AgentBatchResponse,
     AgentUpdateRequest,
     AgentUpdateResponse,
     BrainCheckpointRequest,
@@ -63,11 +67,15 @@ class MuscleActor(Component):
         if not (isinstance(cls, type) and issubclass(cls, Muscle)):
             raise MosaicError(f"{request.muscle.class_path} is not a mosaic.agents.Muscle subclass")
         slots = slots_from_specs(request.sensors, request.actuators)
+        copies = request.copies
+        if copies and len(slots) != 1:
+            raise MosaicError(f"muscle {self.uid!r}: the copies of a vector environment have one "
+                              f"slot, not {len(slots)}")
         context = MuscleContext(agent=request.agent_uid, muscle=self.uid,
                                 environment=request.environment_uid, slots=slots,
                                 seed=check_seed(request.seed), mode=request.mode,  # type: ignore[arg-type]
-                                params=dict(request.muscle.params))
-        muscle = cls()
+                                params=dict(request.muscle.params), copies=max(copies, 1))
+        muscle = cls() if not copies or cls.acts_on_batches() else PerCopyMuscles(cls)
         muscle.setup(context)
         self._muscle = muscle
         self._slots = frozenset(slots)
@@ -88,12 +96,7 @@ class MuscleActor(Component):
             raise MosaicError(f"muscle {self.uid!r} was not set up")
         observations = request.observations
         if request.step == 0:
-            every = self._checkpoint_every
-            if every and self._episodes and self._episodes % every == 0 and self._brain is not None:
-                self._brain.request(BrainCheckpointRequest(self.uid, self._episodes),
-                                    BrainCheckpointResponse, self._brain_timeout,
-                                    self.check_interrupted)
-            self._episodes += 1
+            self._episode_starts(1)
             muscle.reset()
         else:
             for slot, reward in request.rewards.items():
@@ -108,6 +111,32 @@ class MuscleActor(Component):
             slot: muscle.act(slot, observations[slot], legal.get(slot))
             for slot in request.acting if slot in self._slots
         })
+
+    @handles(AgentBatchRequest)
+    def _batch(self, request: AgentBatchRequest) -> AgentBatchResponse:
+        """One step of every copy: the outcome of their last actions, then their next ones."""
+        muscle = self._muscle
+        if muscle is None:
+            raise MosaicError(f"muscle {self.uid!r} was not set up")
+        o = request.outcome
+        batch = Batch(o.observations, o.rewards, o.terminated, o.truncated, o.acted, o.starts,
+                      o.final_observations, o.legal_actions)
+        (slot,) = self._slots
+        if o.acted.any():
+            for experience in muscle.feedback_batch(slot, batch):
+                self._learn(muscle, experience)
+        self._episode_starts(int(o.starts.sum()))
+        return AgentBatchResponse(muscle.act_batch(slot, batch))
+
+    def _episode_starts(self, count: int) -> None:
+        """``count`` episodes begin: ask the brain for the checkpoints that are due."""
+        every = self._checkpoint_every
+        for _ in range(count):
+            if every and self._episodes and self._episodes % every == 0 and self._brain is not None:
+                self._brain.request(BrainCheckpointRequest(self.uid, self._episodes),
+                                    BrainCheckpointResponse, self._brain_timeout,
+                                    self.check_interrupted)
+            self._episodes += 1
 
     def _learn(self, muscle: Muscle, experience: Any) -> None:
         if self._brain is None:

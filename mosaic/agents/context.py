@@ -41,6 +41,13 @@ class MuscleContext:
     seed: int
     mode: Mode = "train"
     params: Mapping[str, Any] = field(default_factory=dict)
+    #: How many copies of its environment the muscle acts in at once (``copies:`` in the
+    #: file). An environment with ``copies:`` calls the batch methods (see
+    #: :meth:`Muscle.act_batch`).
+    copies: int = 1
+    #: The copy a per-copy instance acts in (see :class:`~mosaic.agents.batch.PerCopyMuscles`),
+    #: else ``None``.
+    copy: int | None = None
     rng: np.random.Generator = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

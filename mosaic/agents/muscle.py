@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from gymnasium.vector.utils import batch_space
+
+from mosaic.agents.batch import Batch, stack
 from mosaic.agents.context import MuscleContext
 
 if TYPE_CHECKING:
@@ -24,6 +27,11 @@ class Muscle:
     A muscle that learns returns experience from :meth:`feedback`; mosaic sends it to the agent's
     brain (a MuscleUpdateRequest) and hands the brain's answer, if any, to :meth:`apply_update`.
     Returning ``None`` from :meth:`feedback` costs nothing: no message is sent.
+
+    In an environment with ``copies:``, mosaic calls :meth:`feedback_batch` and
+    :meth:`act_batch` once per step for all copies instead. A muscle that does not override
+    :meth:`act_batch` still works there: it gets one instance per copy, each driven through the
+    single-step methods above.
 
     An exception from any method fails the run and names this muscle; it is never swallowed.
     """
@@ -72,6 +80,29 @@ class Muscle:
         """
         return None
 
+    def feedback_batch(self, slot: str, batch: Batch) -> list[Any]:
+        """Receive the outcome of the last actions of the copies in ``batch.acted``.
+
+        ``batch.outcome_observation(copy)`` is what followed a copy's action (the final
+        observation where its episode ended). Return the experience for the brain as a list,
+        each item sent as one update in order; an empty list sends nothing. Called before
+        :meth:`act_batch` of the same step.
+        """
+        return []
+
+    def act_batch(self, slot: str, batch: Batch) -> Any:
+        """Return one action per copy for ``slot``, batched with the copies first.
+
+        Override it to act on every copy at once (one forward pass for the whole batch).
+        ``batch.starts`` marks the copies that begin an episode with this observation.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not act on batches")
+
+    @classmethod
+    def acts_on_batches(cls) -> bool:
+        """Whether the class overrides :meth:`act_batch`; if not, copies get an instance each."""
+        return cls.act_batch is not Muscle.act_batch
+
     def apply_update(self, update: Any) -> None:
         """Apply the brain's answer to experience this muscle sent (new weights, for example)."""
 
@@ -93,9 +124,21 @@ class RandomMuscle(Muscle):
             space = slot.action_space
             space.seed(int(context.rng.integers(0, 2**32 - 1)) + index)
             self._spaces[uid] = space
+        self._batched: dict[str, Any] = {}
 
     def act(self, slot: str, observation: Any, legal_actions: Any = None) -> Any:
         space = self._spaces[slot]
         if legal_actions is not None:
             return space.sample(mask=legal_actions)
         return space.sample()
+
+    def act_batch(self, slot: str, batch: Batch) -> Any:
+        if batch.legal_actions is None:
+            # All copies in one draw: a Discrete space batches into a MultiDiscrete.
+            batched = self._batched.get(slot)
+            if batched is None:
+                batched = self._batched[slot] = batch_space(self._spaces[slot], batch.copies)
+                batched.seed(int(self.context.rng.integers(0, 2**32 - 1)))
+            return batched.sample()
+        space = self._spaces[slot]
+        return stack([space.sample(mask=batch.legal(copy)) for copy in range(batch.copies)])

@@ -69,7 +69,8 @@ class AgentConductor(Conductor):
                 client.request(MuscleSetupRequest(request.agent_uid, muscle_uid, muscle.environment,
                                                   agent.muscle, muscle.sensors, muscle.actuators,
                                                   muscle.seed, request.mode, brain.endpoint,
-                                                  self.ctx.timeouts.step, every),
+                                                  self.ctx.timeouts.step, every,
+                                                  muscle.copies),
                                MuscleSetupResponse, timeout, check)
             finally:
                 self.disconnect(client)

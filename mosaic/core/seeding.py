@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 # Purposes keep the streams of different component kinds apart.
-_ENVIRONMENT, _EPISODE, _BRAIN, _MUSCLE, _PHASE = 0, 1, 2, 3, 4
+_ENVIRONMENT, _EPISODE, _BRAIN, _MUSCLE, _PHASE, _COPY = 0, 1, 2, 3, 4, 5
 
 
 #: Seeds are unsigned 64-bit integers: what every seed mosaic derives fits, and what NumPy and
@@ -46,9 +46,13 @@ def environment_seed(run_seed: int, environment_index: int) -> int:
     return _derive(run_seed, _ENVIRONMENT, environment_index)
 
 
-def episode_seed(run_seed: int, environment_index: int, episode: int) -> int:
-    """Reset seed of ``episode`` (0-based) in environment ``environment_index``."""
-    return _derive(run_seed, _EPISODE, environment_index, episode)
+def episode_seed(run_seed: int, environment_index: int, episode: int,
+                 copy: int | None = None) -> int:
+    """Reset seed of ``episode`` (0-based) in environment ``environment_index``, or in its copy
+    ``copy`` for an environment with ``copies:``."""
+    if copy is None:
+        return _derive(run_seed, _EPISODE, environment_index, episode)
+    return _derive(run_seed, _EPISODE, environment_index, episode, copy)
 
 
 def brain_seed(run_seed: int, agent_index: int) -> int:
@@ -59,3 +63,9 @@ def brain_seed(run_seed: int, agent_index: int) -> int:
 def muscle_seed(run_seed: int, agent_index: int, environment_index: int) -> int:
     """Seed of agent ``agent_index``'s muscle in environment ``environment_index``."""
     return _derive(run_seed, _MUSCLE, agent_index, environment_index)
+
+
+def copy_seed(seed: int, copy: int) -> int:
+    """Seed of copy ``copy`` of a component seeded with ``seed`` (an environment's copies, or a
+    muscle's instance per copy)."""
+    return _derive(seed, _COPY, copy)

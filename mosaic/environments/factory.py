@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
 import gymnasium
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 from pettingzoo import AECEnv, ParallelEnv
 
 from mosaic.core.errors import MosaicError
@@ -13,6 +15,7 @@ from mosaic.core.imports import ImportPathError, import_module, import_object, r
 from mosaic.environments.adapter import EnvironmentAdapter
 from mosaic.environments.gymnasium_adapter import GymnasiumAdapter
 from mosaic.environments.pettingzoo_adapter import AECAdapter, ParallelAdapter
+from mosaic.environments.vector import VECTOR_MODES, VectorAdapter
 
 #: The params key that picks the PettingZoo API of a ``pettingzoo:`` module offering both.
 API_PARAM = "api"
@@ -44,11 +47,84 @@ def make_environment(spec: str, params: Mapping[str, Any]) -> EnvironmentAdapter
         return GymnasiumAdapter(gymnasium.make(target, **dict(params)))
     if kind == "pettingzoo":
         return _adapt(spec, _make_pettingzoo(spec, target, dict(params)))
+    return _adapt(spec, _call_factory(spec, params))
+
+
+def make_any(spec: str, params: Mapping[str, Any], copies: int | None = None,
+             vector_mode: str = "sync",
+             max_steps: int | None = None) -> EnvironmentAdapter | VectorAdapter:
+    """What the environment actor holds: one environment, or a vector of ``copies``.
+
+    Without ``copies`` it is :func:`make_environment`'s environment, unless a factory makes a
+    ``gymnasium.vector.VectorEnv`` (``gymnasium.make_vec``, say): that one is held as it is.
+    With ``copies`` it is :func:`make_vector_environment`'s.
+    """
+    if copies is not None:
+        return make_vector_environment(spec, params, copies, vector_mode, max_steps)
+    kind, _, _ = spec.partition(":")
+    if kind in ("gymnasium", "pettingzoo"):
+        return make_environment(spec, params)
+    made = _call_factory(spec, params)
+    if isinstance(made, VectorEnv):
+        return VectorAdapter(made, max_steps)
+    return _adapt(spec, made)
+
+
+def make_vector_environment(spec: str, params: Mapping[str, Any], copies: int,
+                            vector_mode: str = "sync",
+                            max_steps: int | None = None) -> VectorAdapter:
+    """``copies`` copies of the Gymnasium environment ``spec`` names, in one vector.
+
+    ``vector_mode`` ``sync`` steps them one after another in this thread, ``async`` in one
+    process each (Gymnasium's ``AsyncVectorEnv``), and ``native`` uses the environment's own
+    vectorised implementation (``gymnasium.make_vec`` with its ``vector_entry_point``). The
+    copies of ``sync`` and ``async`` are reset by mosaic, each with a seed of its own.
+    """
+    if vector_mode not in VECTOR_MODES:
+        raise MosaicError(f"environment {spec!r}: vector_mode must be one of "
+                          f"{', '.join(VECTOR_MODES)}, not {vector_mode!r}")
+    kind, _, target = spec.partition(":")
+    if kind == "pettingzoo":
+        raise MosaicError(f"environment {spec!r}: copies: takes Gymnasium environments; a "
+                          "PettingZoo environment's agents already act side by side")
+    disabled = {"autoreset_mode": AutoresetMode.DISABLED}
+    if kind == "gymnasium":
+        if vector_mode == "native":
+            return VectorAdapter(gymnasium.make_vec(target, num_envs=copies,
+                                                    vectorization_mode="vector_entry_point",
+                                                    **dict(params)), max_steps)
+        return VectorAdapter(gymnasium.make_vec(target, num_envs=copies,
+                                                vectorization_mode=vector_mode,
+                                                vector_kwargs=disabled, **dict(params)),
+                             max_steps)
+    made = _call_factory(spec, params)
+    if isinstance(made, VectorEnv):
+        if made.num_envs != copies:
+            made.close()
+            raise MosaicError(f"environment {spec!r} made a vector of {made.num_envs} copies, "
+                              f"but the file asks for copies: {copies}")
+        return VectorAdapter(made, max_steps)
+    if not isinstance(made, gymnasium.Env):
+        raise MosaicError(f"environment {spec!r}: copies: takes Gymnasium environments, and it "
+                          f"made a {type(made).__name__}")
+    made.close()
+    if vector_mode == "native":
+        raise MosaicError(f"environment {spec!r}: vector_mode: native needs a registered "
+                          "Gymnasium id with a vector_entry_point ('gymnasium:<id>')")
+    make = functools.partial(import_object(spec), **dict(params))
+    if vector_mode == "sync":
+        return VectorAdapter(SyncVectorEnv([make] * copies,
+                                           autoreset_mode=AutoresetMode.DISABLED), max_steps)
+    return VectorAdapter(AsyncVectorEnv([make] * copies, autoreset_mode=AutoresetMode.DISABLED),
+                         max_steps)
+
+
+def _call_factory(spec: str, params: Mapping[str, Any]) -> Any:
     try:
         factory = import_object(spec)
     except ImportPathError as error:
         raise MosaicError(f"environment {error}") from error
-    return _adapt(spec, factory(**dict(params)))
+    return factory(**dict(params))
 
 
 def _make_pettingzoo(spec: str, target: str, params: dict[str, Any]) -> Any:

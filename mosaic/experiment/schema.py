@@ -64,6 +64,7 @@ from mosaic.messages.run_config import (
     RunTimeouts,
     TerminationSpec,
     TransportName,
+    VectorMode,
 )
 from mosaic.messages.run_config import LoadSpec as LoadRecord
 
@@ -156,6 +157,8 @@ def _record_steps(value: Any) -> RecordSteps:
 
 
 RecordStepsSetting = Annotated[RecordSteps, BeforeValidator(_record_steps)]
+#: The most copies one environment entry may step together.
+MAX_COPIES = 4096
 
 
 class _ComponentSpec(StrictModel):
@@ -264,6 +267,31 @@ class EnvironmentConfig(StrictModel):
         default=None,
         description="all, episodes or none (default: the store's record_steps)",
     )
+    copies: Annotated[int, Field(ge=1, le=MAX_COPIES)] | None = Field(
+        default=None,
+        description=f"a number of copies from 1 to {MAX_COPIES}, stepped together in one "
+        "vector environment",
+    )
+    vector_mode: VectorMode = Field(
+        default="sync",
+        description="how the copies are held: sync (one thread), async (a process each) or "
+        "native (the environment's own vector implementation)",
+    )
+
+    @model_validator(mode="after")
+    def _copies_fit(self) -> EnvironmentConfig:
+        if self.copies is not None and self.kind == "pettingzoo":
+            raise_problems(Problem(("copies",), "copies: takes Gymnasium environments; a "
+                                   "PettingZoo environment's agents already act side by side",
+                                   "remove copies, or list the environment several times"))
+        if self.vector_mode != "sync" and self.copies is None:
+            raise_problems(Problem(("vector_mode",), "vector_mode applies to copies",
+                                   "add copies: N, or remove vector_mode"))
+        if self.vector_mode == "native" and self.kind != "gymnasium":
+            raise_problems(Problem(("vector_mode",), "vector_mode: native needs a registered "
+                                   "Gymnasium id ('gymnasium:<id>')",
+                                   "use sync or async"))
+        return self
 
     @field_validator("env")
     @classmethod
@@ -748,6 +776,8 @@ class Experiment(ExperimentFile):
                     placement=environment.placement or self.placement,
                     policy_mapping=copy.deepcopy(environment.policy_mapping),
                     record_steps=environment.record_steps,
+                    copies=environment.copies,
+                    vector_mode=environment.vector_mode,
                 )
                 for environment in environments
             ),

@@ -83,11 +83,21 @@ from mosaic.messages.simulation import (
     SimulationStopRequest,
     SimulationStopResponse,
 )
+from mosaic.messages.vector import (
+    AgentBatchRequest,
+    AgentBatchResponse,
+    BatchOutcome,
+    VectorResetRequest,
+    VectorStepRequest,
+    VectorStepResponse,
+)
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
     "PROTOCOL_VERSION",
     "ActuatorSpec",
+    "AgentBatchRequest",
+    "AgentBatchResponse",
     "AgentConductorShutdownRequest",
     "AgentConductorShutdownResponse",
     "AgentPlan",
@@ -95,6 +105,7 @@ __all__ = [
     "AgentSetupResponse",
     "AgentUpdateRequest",
     "AgentUpdateResponse",
+    "BatchOutcome",
     "BrainCheckpointRequest",
     "BrainCheckpointResponse",
     "BrainSetupRequest",
@@ -147,6 +158,9 @@ __all__ = [
     "SimulationStopRequest",
     "SimulationStopResponse",
     "TerminationSpec",
+    "VectorResetRequest",
+    "VectorStepRequest",
+    "VectorStepResponse",
     "decode_message",
     "encode_message",
     "lookup",

@@ -30,12 +30,16 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class MusclePlan(Record):
-    """One muscle of an agent: the environment it acts in, its slots there, and its seed."""
+    """One muscle of an agent: the environment it acts in, its slots there, and its seed.
+
+    ``copies`` is the number of copies of a vector environment (0: one environment).
+    """
 
     environment: str
     sensors: tuple[SensorSpec, ...]
     actuators: tuple[ActuatorSpec, ...]
     seed: int
+    copies: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +93,8 @@ class MuscleSetupRequest(Request):
     """AgentConductor -> muscle actor: build a muscle; its brain is at ``brain_endpoint``.
 
     ``brain_timeout`` bounds each exchange with the brain, in seconds; with ``checkpoint_every``
-    N > 0 the muscle asks its brain to save a checkpoint every N episodes.
+    N > 0 the muscle asks its brain to save a checkpoint every N episodes. With ``copies`` N > 0
+    the muscle acts in the N copies of a vector environment, one batch per step.
     """
 
     agent_uid: str
@@ -103,6 +108,7 @@ class MuscleSetupRequest(Request):
     brain_endpoint: str | None
     brain_timeout: float = 60.0
     checkpoint_every: int = 0
+    copies: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,21 +41,35 @@ class EnvironmentSetupResponse(Response):
 
 @dataclass(frozen=True, slots=True)
 class EnvironmentStartRequest(Request):
-    """SimulationController -> environment actor: build environment ``env`` with ``params``."""
+    """SimulationController -> environment actor: build environment ``env`` with ``params``.
+
+    With ``copies`` it builds that many copies in one vector (``vector_mode``), and applies the
+    run's step limit ``max_steps`` to each copy itself.
+    """
 
     environment_uid: str
     env: str
     params: dict[str, Any]
     seed: int
+    copies: int | None = None
+    vector_mode: str = "sync"
+    max_steps: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class EnvironmentStartResponse(Response):
-    """Environment actor -> SimulationController: the environment's agent slots."""
+    """Environment actor -> SimulationController: the environment's agent slots.
+
+    ``copies`` is 0 for one environment, else the number of copies of a vector environment,
+    whose slots these are (each copy has the same); ``reseeds`` says whether the vector seeds
+    each copy's episodes with the seeds it is sent (else it resets them itself).
+    """
 
     environment_uid: str
     sensors: tuple[SensorSpec, ...]
     actuators: tuple[ActuatorSpec, ...]
+    copies: int = 0
+    reseeds: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,8 @@ TransportName = Literal["ipc", "tcp"]
 #: What the store keeps of an environment's episodes: every step and every episode (``all``),
 #: the episode summaries only (``episodes``), or neither (``none``: the run's totals only).
 RecordSteps = Literal["all", "episodes", "none"]
+#: How the copies of an environment with ``copies:`` are held.
+VectorMode = Literal["sync", "async", "native"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +83,8 @@ class EnvironmentPlan(Record):
     or ``"process"``); ``policy_mapping`` is the file's mapping, or ``None`` when the file has
     none, which happens only with exactly one agent and means "every env agent id maps to it";
     ``record_steps`` is the environment's own setting, ``None`` for the run's (see
-    :meth:`RunConfig.records`).
+    :meth:`RunConfig.records`); ``copies`` (``None``: one environment) and ``vector_mode``
+    say how many copies step together in one vector environment, and how it holds them.
     """
 
     uid: str
@@ -91,6 +94,8 @@ class EnvironmentPlan(Record):
     placement: PlacementName
     policy_mapping: dict[str, str] | None
     record_steps: RecordSteps | None = None
+    copies: int | None = None
+    vector_mode: VectorMode = "sync"
 
 
 @dataclass(frozen=True, slots=True)

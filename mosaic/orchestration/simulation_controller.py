@@ -13,12 +13,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from mosaic.conductors.run_context import RunContext
 from mosaic.conductors.shutdown_clock import ShutdownClock
+from mosaic.core.batching import row
 from mosaic.core.errors import MosaicError, RemoteError, RequestTimeout, RunCancelled
 from mosaic.core.seeding import brain_seed, environment_seed, episode_seed, muscle_seed
 from mosaic.messages import (
     ActuatorSpec,
+    AgentBatchRequest,
+    AgentBatchResponse,
     AgentConductorShutdownRequest,
     AgentConductorShutdownResponse,
     AgentSetupRequest,
@@ -49,6 +54,9 @@ from mosaic.messages import (
     SimulationStartResponse,
     SimulationStopRequest,
     SimulationStopResponse,
+    VectorResetRequest,
+    VectorStepRequest,
+    VectorStepResponse,
     names,
 )
 from mosaic.messages.codec import pack
@@ -107,6 +115,49 @@ class _EnvironmentLoop:
     record_episodes: bool = False
 
 
+@dataclass
+class _VectorLoop:
+    """The state of the episode loop of an environment with ``copies:``, per copy.
+
+    The copies step in lockstep, one message per batch both ways. ``episodes_done`` counts the
+    episodes ended over all copies: the run's ``episodes`` is the environment's total.
+    """
+
+    index: int
+    uid: str
+    client: RequestClient
+    sensors: tuple[SensorSpec, ...]
+    actuators: tuple[ActuatorSpec, ...]
+    mapping: dict[str, str]  # slot -> agent uid
+    copies: int
+    #: Whether the environment seeds every episode of every copy with the seeds it is sent.
+    reseeds: bool
+    muscles: list[_MuscleLink] = field(default_factory=list)
+    needs_reset: bool = True
+    finished: bool = False
+    episodes_done: int = 0
+    observations: Any = None
+    actions: Any = None
+    episode: np.ndarray = field(init=False)
+    step: np.ndarray = field(init=False)
+    returns: np.ndarray = field(init=False)
+    seeds: np.ndarray = field(init=False)
+    next_seeds: np.ndarray = field(init=False)
+    record_steps: bool = False
+    record_episodes: bool = False
+
+    def __post_init__(self) -> None:
+        self.episode = np.zeros(self.copies, dtype=np.int64)
+        self.step = np.zeros(self.copies, dtype=np.int64)
+        self.returns = np.zeros(self.copies, dtype=np.float64)
+        self.seeds = np.zeros(self.copies, dtype=np.uint64)
+        self.next_seeds = np.zeros(self.copies, dtype=np.uint64)
+
+    @property
+    def slot(self) -> str:
+        return self.sensors[0].uid
+
+
 class SimulationController(Component):
     """Sets up the run's environments and agents, then steps them until done or told to stop.
 
@@ -126,7 +177,7 @@ class SimulationController(Component):
         super().__init__(uid)
         self.ctx = ctx
         self.credentials = ctx.credentials
-        self._loops: list[_EnvironmentLoop] = []
+        self._loops: list[_EnvironmentLoop | _VectorLoop] = []
         self._running = False
         self._rows: list[tuple[Any, ...]] = []
         self._governor: RequestClient | None = None
@@ -176,14 +227,21 @@ class SimulationController(Component):
             client = self.connect(setup.endpoint, peer=f"environment {env.uid!r}")
             started = client.request(
                 EnvironmentStartRequest(env.uid, env.env, env.params,
-                                        environment_seed(seed, index)),
+                                        environment_seed(seed, index), env.copies,
+                                        env.vector_mode, self._max_steps),
                 EnvironmentStartResponse, timeout, check)
             mapping = _resolve_mapping(env.uid, env.policy_mapping, started.sensors, agents)
             records = config.records(env) if ctx.store is not None else "none"
-            self._loops.append(_EnvironmentLoop(index, env.uid, client, started.sensors,
-                                                started.actuators, mapping,
-                                                record_steps=records == "all",
-                                                record_episodes=records != "none"))
+            loop: _EnvironmentLoop | _VectorLoop
+            if started.copies:
+                loop = _VectorLoop(index, env.uid, client, started.sensors, started.actuators,
+                                   mapping, started.copies, started.reseeds)
+            else:
+                loop = _EnvironmentLoop(index, env.uid, client, started.sensors,
+                                        started.actuators, mapping)
+            loop.record_steps = records == "all"
+            loop.record_episodes = records != "none"
+            self._loops.append(loop)
 
         for agent_index, agent in enumerate(config.agents):
             muscles: dict[str, MusclePlan] = {}
@@ -196,6 +254,7 @@ class SimulationController(Component):
                     sensors=tuple(s for s in loop.sensors if s.uid in slots),
                     actuators=tuple(a for a in loop.actuators if a.uid in slots),
                     seed=muscle_seed(seed, agent_index, loop.index),
+                    copies=loop.copies if isinstance(loop, _VectorLoop) else 0,
                 )
             if not muscles:
                 raise MosaicError(f"agent {agent.uid!r} acts in no environment: "
@@ -239,7 +298,7 @@ class SimulationController(Component):
         finally:
             self._hand_over_rows()
 
-    def _advance(self, loops: list[_EnvironmentLoop], deadline: float) -> None:
+    def _advance(self, loops: list[_EnvironmentLoop | _VectorLoop], deadline: float) -> None:
         """Rounds of ``loops`` until ``deadline``: in each, one step (or reset) of every loop.
 
         The environments work in parallel: every loop's request is out before any reply is
@@ -260,21 +319,103 @@ class SimulationController(Component):
                 reply = loop.client.receive(correlation_id, timeout, expect, check)
                 if loop.finished:
                     continue
-                if isinstance(reply, EnvironmentUpdateResponse):
-                    self._on_update(loop, reply)
+                if isinstance(reply, VectorStepResponse):
+                    self._on_vector_step(loop, reply)  # type: ignore[arg-type]
+                elif isinstance(reply, EnvironmentUpdateResponse):
+                    self._on_update(loop, reply)  # type: ignore[arg-type]
                 elif isinstance(reply, EnvironmentResetResponse):
-                    self._on_reset(loop, reply)
+                    self._on_reset(loop, reply)  # type: ignore[arg-type]
                 if not (last_round or loop.finished):
                     next_round.append((loop, *self._send(loop)))
             in_flight = next_round
 
-    def _send(self, loop: _EnvironmentLoop) -> tuple[int, type[Response]]:
+    def _send(self, loop: _EnvironmentLoop | _VectorLoop) -> tuple[int, type[Response]]:
         """Send ``loop``'s next request: its reset, or its step with the muscles' actions."""
+        if isinstance(loop, _VectorLoop):
+            return self._send_vector(loop), VectorStepResponse
         if loop.needs_reset:
             loop.episode_seed = episode_seed(self.ctx.seed, loop.index, loop.episode)
             request: Request = EnvironmentResetRequest(loop.episode_seed)
             return loop.client.send(request), EnvironmentResetResponse
         return loop.client.send(EnvironmentUpdateRequest(loop.actions)), EnvironmentUpdateResponse
+
+    def _send_vector(self, loop: _VectorLoop) -> int:
+        if not loop.needs_reset:
+            return loop.client.send(VectorStepRequest(loop.actions, loop.next_seeds))
+        seed, index = self.ctx.seed, loop.index
+        for copy in range(loop.copies):
+            loop.next_seeds[copy] = episode_seed(seed, index, 0, copy)
+        return loop.client.send(VectorResetRequest(loop.next_seeds))
+
+    def _on_vector_step(self, loop: _VectorLoop, reply: VectorStepResponse) -> None:
+        """Account for one reset or step of every copy, then ask the muscle for the next."""
+        outcome = reply.outcome
+        if loop.needs_reset:
+            loop.needs_reset = False
+        else:
+            self._vector_outcome(loop, outcome.rewards, outcome.terminated, outcome.truncated,
+                                 outcome.acted)
+        starts = outcome.starts.nonzero()[0].tolist()
+        if starts:
+            seed, index, reseeds = self.ctx.seed, loop.index, loop.reseeds
+            for copy in starts:
+                loop.step[copy] = 0
+                loop.returns[copy] = 0.0
+                loop.seeds[copy] = loop.next_seeds[copy]
+                if reseeds:
+                    loop.next_seeds[copy] = episode_seed(seed, index, int(loop.episode[copy]) + 1,
+                                                         copy)
+        loop.observations = outcome.observations
+        (link,) = loop.muscles
+        loop.actions = link.client.request(AgentBatchRequest(outcome), AgentBatchResponse,
+                                           self.ctx.timeouts.step, self.ctx.check).actions
+
+    def _vector_outcome(self, loop: _VectorLoop, rewards: np.ndarray, terminated: np.ndarray,
+                        truncated: np.ndarray, acted: np.ndarray) -> None:
+        """The outcome of the copies' last actions: the digest, the step rows, ended episodes.
+
+        The episodes past the environment's ``episodes`` (several copies can end in the last
+        step) are not counted; the muscle still gets their outcome.
+        """
+        self._digest.update(pack((loop.uid, loop.observations, loop.actions, rewards, terminated,
+                                  truncated, acted)))
+        loop.returns += rewards
+        progress = self.ctx.progress
+        progress.steps += int(acted.sum())
+        if progress.first_step_at is None:
+            progress.first_step_at = time.time()
+        if loop.record_steps:
+            agent, slot, run_id = loop.mapping[loop.slot], loop.slot, self.ctx.run_id
+            for copy in acted.nonzero()[0].tolist():
+                self._rows.append((run_id, loop.uid, int(loop.episode[copy]),
+                                   int(loop.step[copy]), agent, slot,
+                                   row(loop.observations, copy), row(loop.actions, copy),
+                                   float(rewards[copy]), bool(terminated[copy]),
+                                   bool(truncated[copy]), copy))
+        loop.step += acted
+        ended = (terminated | truncated) & acted
+        for copy in ended.nonzero()[0].tolist():
+            self._end_copy_episode(loop, copy, bool(terminated[copy]), bool(truncated[copy]))
+            if loop.finished:
+                return
+
+    def _end_copy_episode(self, loop: _VectorLoop, copy: int, terminated: bool,
+                          truncated: bool) -> None:
+        total = float(loop.returns[copy])
+        agent = loop.mapping[loop.slot]
+        progress = self.ctx.progress
+        progress.agent_return_sums[agent] = progress.agent_return_sums.get(agent, 0.0) + total
+        if loop.record_episodes and self.ctx.store is not None:
+            # A vector that resets its copies itself seeds them all at once, not per episode.
+            seed = int(loop.seeds[copy]) if loop.reseeds else None
+            self.ctx.store.record_episode(self.ctx.run_id, loop.uid, int(loop.episode[copy]),
+                                          int(loop.step[copy]), total, {loop.slot: total},
+                                          terminated, truncated, seed, copy)
+        loop.episode[copy] += 1
+        loop.episodes_done += 1
+        if loop.episodes_done >= self._episodes:
+            loop.finished = True
+        self._episode_ended(loop.uid, total)
 
     def _on_reset(self, loop: _EnvironmentLoop, reset: EnvironmentResetResponse) -> None:
         loop.needs_reset = False
@@ -333,7 +474,7 @@ class SimulationController(Component):
                                 truncated)))
             if record:
                 rows.append((run_id, loop.uid, loop.episode, step, loop.mapping[slot], slot,
-                             observation, action, reward, terminated, truncated))
+                             observation, action, reward, terminated, truncated, 0))
         return rewards
 
     def _agents_update(self, loop: _EnvironmentLoop, step: int, observations: dict[str, Any],
@@ -374,15 +515,19 @@ class SimulationController(Component):
             self.ctx.store.record_episode(self.ctx.run_id, loop.uid, loop.episode, loop.step, total,
                                           dict(loop.returns), terminated, truncated,
                                           loop.episode_seed)
+        loop.episode += 1
+        loop.needs_reset = True
+        loop.finished = loop.episode >= self._episodes
+        self._episode_ended(loop.uid, total)
+
+    def _episode_ended(self, environment: str, total: float) -> None:
+        """Count an ended episode; end the run's loops if a termination condition is met."""
         progress = self.ctx.progress
         progress.episodes += 1
         progress.return_sum += total
         progress.last_return = total
         progress.last_step_at = time.time()
-        loop.episode += 1
-        loop.needs_reset = True
-        loop.finished = loop.episode >= self._episodes
-        reason = self._termination.reached(loop.uid, total, progress)
+        reason = self._termination.reached(environment, total, progress)
         if reason is not None:
             log.info("run %s: %s", self.ctx.run_uid, reason)
             for other in self._loops:

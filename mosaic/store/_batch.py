@@ -16,7 +16,8 @@ from mosaic.store._values import Encode
 
 StepRow = tuple[Any, ...]
 """``(run_id, environment, episode, step, agent, slot, observation, action, reward, terminated,
-truncated)``; observation and action are raw Python/NumPy values, encoded by the writer thread."""
+truncated, copy)``; observation and action are raw Python/NumPy values, encoded by the writer
+thread. ``copy`` (the copy of an environment with ``copies:``) may be left out: it is then 0."""
 
 
 # Kinds of queued items.
@@ -95,19 +96,11 @@ def step_params(rows: Iterable[StepRow], encode: Encode) -> list[tuple[Any, ...]
 
     Raises whatever a bad row raises: a wrong length, or a value that does not convert or encode.
     """
-    return [
-        (
-            int(run),
-            env,
-            int(ep),
-            int(st),
-            agent,
-            slot,
-            encode(obs),
-            encode(act),
-            float(rew),
-            bool(term),
-            bool(trunc),
-        )
-        for run, env, ep, st, agent, slot, obs, act, rew, term, trunc in rows
-    ]
+    return [_step_param(encode, *row) for row in rows]
+
+
+def _step_param(encode: Encode, run: Any, env: Any, ep: Any, st: Any, agent: Any, slot: Any,
+                obs: Any, act: Any, rew: Any, term: Any, trunc: Any,
+                copy: Any = 0) -> tuple[Any, ...]:
+    return (int(run), env, int(ep), int(st), agent, slot, encode(obs), encode(act), float(rew),
+            bool(term), bool(trunc), int(copy))

@@ -214,7 +214,7 @@ class WriterThreadMixin:
 
     def _episode_params(self, payload: tuple[Any, ...]) -> dict[str, Any] | None:
         try:
-            run, env, ep, steps, total, returns, term, trunc, seed = payload
+            run, env, ep, steps, total, returns, term, trunc, seed, copy = payload
             return {
                 "run_id": int(run),
                 "environment": env,
@@ -225,6 +225,7 @@ class WriterThreadMixin:
                 "terminated": bool(term),
                 "truncated": bool(trunc),
                 "seed": None if seed is None else int(seed),
+                "copy": int(copy),
             }
         except Exception as exc:
             self._record_error(exc, "an episode record cannot be stored", 1)

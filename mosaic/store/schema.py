@@ -28,7 +28,10 @@ __all__ = [
     "transitions",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: Version 2 added the ``copy`` columns of episodes and steps; a version 1 store is upgraded in
+#: place when it is opened for writing (see :func:`ensure_schema`).
+_UPGRADABLE = "1"
 
 RUN_STATUSES = ("created", "running", "finished", "failed", "cancelled")
 FINAL_STATUSES = frozenset({"finished", "failed", "cancelled"})
@@ -103,6 +106,7 @@ episodes = sa.Table(
     sa.Column("terminated", sa.Boolean, nullable=False),
     sa.Column("truncated", sa.Boolean, nullable=False),
     sa.Column("seed", sa.BigInteger),
+    sa.Column("copy", sa.Integer, nullable=False, server_default="0"),
     sa.Index("ix_episodes_run", "run_id", "environment", "episode"),
 )
 
@@ -121,6 +125,7 @@ steps = sa.Table(
     sa.Column("reward", sa.Float),
     sa.Column("terminated", sa.Boolean, nullable=False),
     sa.Column("truncated", sa.Boolean, nullable=False),
+    sa.Column("copy", sa.Integer, nullable=False, server_default="0"),
     sa.Index("ix_steps_run_episode_step", "run_id", "environment", "episode", "step"),
 )
 
@@ -136,6 +141,7 @@ STEP_COLUMNS = (
     "reward",
     "terminated",
     "truncated",
+    "copy",
 )
 
 
@@ -151,8 +157,19 @@ def ensure_schema(connection: sa.Connection) -> None:
     ).scalar_one_or_none()
     if found is None:
         connection.execute(sa.insert(meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
+    elif found == _UPGRADABLE:
+        _upgrade(connection)
     else:
         _compare_version(found)
+
+
+def _upgrade(connection: sa.Connection) -> None:
+    """From version 1: add the ``copy`` columns (0 for every existing row)."""
+    for table in (episodes, steps):
+        connection.execute(sa.text(
+            f'ALTER TABLE {table.name} ADD COLUMN "copy" INTEGER NOT NULL DEFAULT 0'))
+    connection.execute(sa.update(meta).where(meta.c.key == "schema_version")
+                       .values(value=str(SCHEMA_VERSION)))
 
 
 def check_schema(connection: sa.Connection, where: str) -> None:
@@ -171,6 +188,12 @@ def check_schema(connection: sa.Connection, where: str) -> None:
 
 
 def _compare_version(found: str, where: str = "the store") -> None:
+    if found == _UPGRADABLE:
+        raise StoreError(
+            f"{where} has schema version {found}; this mosaic upgrades it to version "
+            f"{SCHEMA_VERSION} the next time it writes to it (an experiment-start or evaluate "
+            "with this store), and reads it after that"
+        )
     if found != str(SCHEMA_VERSION):
         raise StoreError(
             f"{where} has schema version {found}, this mosaic reads and writes version "

@@ -323,8 +323,11 @@ class StoreWriter(WriterThreadMixin):
         terminated: bool,
         truncated: bool,
         seed: int | None,
+        copy: int = 0,
     ) -> None:
         """Enqueue an episode summary; ``returns`` maps environment agent ids to returns.
+
+        ``copy`` is the copy of an environment with ``copies:`` the episode ran in.
 
         Never blocks; raises StoreError only if the writer is closed.
         """
@@ -343,6 +346,7 @@ class StoreWriter(WriterThreadMixin):
                     terminated,
                     truncated,
                     seed,
+                    copy,
                 ),
             )
         )

@@ -1,0 +1,132 @@
+"""Vector environments: N copies of a Gymnasium environment, stepped in lockstep."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
+
+from mosaic.core.batching import row
+from mosaic.core.errors import MosaicError
+from mosaic.environments.gymnasium_adapter import GYMNASIUM_SLOT
+from mosaic.messages import BatchOutcome
+
+#: How the copies of ``copies: N`` are held: in the environment actor's own thread (``sync``),
+#: one process each (``async``), or by the environment's own vectorised implementation
+#: (``native``, its ``vector_entry_point``).
+VECTOR_MODES = ("sync", "async", "native")
+_NO_FINALS: dict[int, Any] = {}
+
+
+class VectorAdapter:
+    """A ``gymnasium.vector.VectorEnv`` seen as one slot, ``agent_0``, with N copies.
+
+    Every copy has its own episodes. How a copy's ended episode gives way to the next depends
+    on the vector environment's autoreset mode, and the outcome says it the same way for all:
+
+    * ``DISABLED`` (what ``copies:`` builds): a copy that ends is reset in the same step, with
+      the seed mosaic gives it; the step limit ``max_steps`` truncates a copy here too.
+    * ``SAME_STEP``: the same, with the environment's own reset (its final observation is in
+      ``info["final_obs"]``); no seeds, no step limit.
+    * ``NEXT_STEP`` (Gymnasium's default): a copy that ends is reset by the next step, which
+      ignores its action; that step's row says it started and did not act.
+    """
+
+    def __init__(self, env: VectorEnv[Any, Any, Any], max_steps: int | None = None) -> None:
+        self.env = env
+        self.copies = env.num_envs
+        self.slots = {GYMNASIUM_SLOT: (env.single_observation_space, env.single_action_space)}
+        self._mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+        if max_steps is not None and self._mode != AutoresetMode.DISABLED:
+            raise MosaicError(f"max_steps needs a vector environment whose copies mosaic resets "
+                              f"(autoreset mode DISABLED); this one resets them itself "
+                              f"({self._mode.name}): wrap the environment in a TimeLimit instead")
+        self._max_steps = max_steps
+        self._per_copy_seeds = isinstance(env.unwrapped, (SyncVectorEnv, AsyncVectorEnv))
+        self._steps = np.zeros(self.copies, dtype=np.int64)
+        self._restarting = np.zeros(self.copies, dtype=bool)  # NEXT_STEP: reset by this step
+        self._none = np.zeros(self.copies, dtype=bool)
+        self._all = np.ones(self.copies, dtype=bool)
+        self._no_rewards = np.zeros(self.copies, dtype=np.float64)
+        self._closed = False
+
+    @property
+    def reseeds(self) -> bool:
+        """Whether every episode of every copy is seeded with the seeds it is given."""
+        return self._per_copy_seeds and self._mode == AutoresetMode.DISABLED
+
+    def reset(self, seeds: np.ndarray | None) -> BatchOutcome:
+        """Start an episode in every copy; ``seeds`` (one per copy) seed them if given."""
+        seed: Any = None
+        if seeds is not None:
+            # Gymnasium's Sync/AsyncVectorEnv seed each copy; its own vector implementations
+            # take one seed for all.
+            seed = seeds.tolist() if self._per_copy_seeds else int(seeds[0])
+        observations, info = self.env.reset(seed=seed)
+        self._steps[:] = 0
+        self._restarting[:] = False
+        return BatchOutcome(observations, self._no_rewards, self._none, self._none, self._none,
+                            self._all, _NO_FINALS, _mask(info))
+
+    def step(self, actions: Any, next_seeds: np.ndarray | None) -> BatchOutcome:
+        """Step every copy; ``next_seeds`` seed the resets of copies whose episode ends."""
+        observations, rewards, terminated, truncated, info = self.env.step(actions)
+        rewards = np.asarray(rewards, dtype=np.float64)
+        terminated = np.asarray(terminated, dtype=bool)
+        truncated = np.asarray(truncated, dtype=bool)
+        if self._mode == AutoresetMode.DISABLED:
+            return self._reset_ended(observations, rewards, terminated, truncated, info,
+                                     next_seeds)
+        if self._mode == AutoresetMode.SAME_STEP:
+            ended = terminated | truncated
+            finals = ({int(c): info["final_obs"][c] for c in ended.nonzero()[0]}
+                      if ended.any() else _NO_FINALS)
+            return BatchOutcome(observations, rewards, terminated, truncated, self._all, ended,
+                                finals, _mask(info))
+        restarted = self._restarting
+        self._restarting = terminated | truncated
+        if not restarted.any():
+            return BatchOutcome(observations, rewards, terminated, truncated, self._all,
+                                self._none, _NO_FINALS, _mask(info))
+        acted = ~restarted
+        return BatchOutcome(observations, np.where(acted, rewards, 0.0), terminated & acted,
+                            truncated & acted, acted, restarted, _NO_FINALS, _mask(info))
+
+    def _reset_ended(self, observations: Any, rewards: np.ndarray, terminated: np.ndarray,
+                     truncated: np.ndarray, info: dict[str, Any],
+                     next_seeds: np.ndarray | None) -> BatchOutcome:
+        steps = self._steps
+        steps += 1
+        if self._max_steps is not None:
+            truncated = truncated | (steps >= self._max_steps)
+        ended = terminated | truncated
+        if not ended.any():
+            return BatchOutcome(observations, rewards, terminated, truncated, self._all,
+                                self._none, _NO_FINALS, _mask(info))
+        copies = ended.nonzero()[0].tolist()
+        finals = {copy: row(observations, copy) for copy in copies}
+        seeds = None if next_seeds is None else next_seeds.tolist()
+        observations, reset_info = self.env.reset(
+            seed=seeds, options={"reset_mask": ended})
+        steps[ended] = 0
+        mask = _mask(info)
+        if mask is not None:
+            reset_mask = _mask(reset_info)
+            if reset_mask is not None:
+                mask = np.where(_column(ended, mask), reset_mask, mask)
+        return BatchOutcome(observations, rewards, terminated, truncated, self._all, ended,
+                            finals, mask)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.env.close()
+
+
+def _mask(info: dict[str, Any]) -> Any:
+    return info.get("action_mask")
+
+
+def _column(ended: np.ndarray, like: np.ndarray) -> np.ndarray:
+    return ended.reshape((-1,) + (1,) * (like.ndim - 1))

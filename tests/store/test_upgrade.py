@@ -1,0 +1,61 @@
+"""A store of schema version 1 (before ``copies:``) is upgraded in place by its next writer,
+keeping every row, and a reader asked to open it first says how it gets upgraded."""
+
+from __future__ import annotations
+
+import pickle
+import sqlite3
+from contextlib import closing
+
+import pytest
+
+from mosaic.core.errors import StoreError
+from mosaic.store import SCHEMA_VERSION, open_store
+from tests.store.test_writer import make_writer, new_run
+
+
+def _downgrade_to_version_1(path) -> None:
+    """What a version 1 store looks like: no copy columns."""
+    with closing(sqlite3.connect(path)) as db:
+        db.execute("ALTER TABLE episodes DROP COLUMN copy")
+        db.execute("ALTER TABLE steps DROP COLUMN copy")
+        db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+        db.commit()
+
+
+def test_a_version_1_store_is_upgraded_by_its_next_writer(tmp_path, writers):
+    path = tmp_path / "old.sqlite"
+    writer = make_writer(writers, path)
+    run = new_run(writer)
+    writer.record_steps([(run, "env", 0, 0, "a", "p0", 1, 2, 0.5, True, False)])
+    writer.record_episode(run, "env", 0, 1, 0.5, {"p0": 0.5}, True, False, 7)
+    writer.close(timeout=5)
+    _downgrade_to_version_1(path)
+
+    with pytest.raises(StoreError, match="schema version 1; this mosaic upgrades it"):
+        open_store(path)
+
+    writer = make_writer(writers, path)
+    run = new_run(writer, "second")
+    writer.record_steps([(run, "env", 0, 0, "a", "p0", 1, 2, 0.5, True, False, 3)])
+    writer.record_episode(run, "env", 0, 1, 0.5, {"p0": 0.5}, True, False, 8, copy=3)
+    writer.close(timeout=5)
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("SELECT value FROM meta").fetchone() == (str(SCHEMA_VERSION),)
+        assert db.execute("SELECT seed, copy FROM episodes ORDER BY id").fetchall() == [
+            (7, 0), (8, 3)]
+        assert db.execute("SELECT copy FROM steps ORDER BY id").fetchall() == [(0,), (3,)]
+    with open_store(path) as store:
+        assert len(store.list_runs()) == 2
+
+
+def test_step_rows_without_a_copy_are_copy_0(tmp_path, writers):
+    path = tmp_path / "store.sqlite"
+    writer = make_writer(writers, path, encode=pickle.dumps)
+    run = new_run(writer)
+    writer.record_steps([(run, "env", 0, 0, "a", "p0", 1, 2, 0.5, False, False),
+                         (run, "env", 0, 1, "a", "p0", 1, 2, 0.5, True, False, 1)])
+    writer.close(timeout=5)
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("SELECT step, copy FROM steps ORDER BY id").fetchall() == [(0, 0),
+                                                                                    (1, 1)]
