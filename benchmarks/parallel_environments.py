@@ -18,21 +18,17 @@ Usage: python benchmarks/parallel_environments.py [--busy-ms 1] [--episodes 20] 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.busy_env import BusyCartPole  # noqa: E402 (the repository root, first)
-from benchmarks.throughput import in_process, mosaic_command  # noqa: E402
+from benchmarks.throughput import in_process, timed_run  # noqa: E402
 
 ENVIRONMENT = """\
   - uid: env{index}
@@ -58,22 +54,10 @@ store:
 def run(folder: Path, count: int, episodes: int, busy_ms: float) -> tuple[int, float]:
     """(steps, env-steps/s between the first and the last step) of one run."""
     environments = "".join(ENVIRONMENT.format(index=i, busy_ms=busy_ms) for i in range(count))
-    experiment = folder / f"parallel-{count}.yml"
-    experiment.write_text(EXPERIMENT.format(episodes=episodes,
-                                            environments=environments.rstrip("\n")))
-    store = folder / f"parallel-{count}-{time.monotonic_ns()}.sqlite"
-    timings = folder / "timings.json"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [
-        str(ROOT), os.environ.get("PYTHONPATH")]))}
-    result = subprocess.run([*mosaic_command(), "experiment-start", str(experiment), "--store",
-                             str(store), "--quiet", "--timings", str(timings)],
-                            capture_output=True, text=True, timeout=900, cwd=ROOT, env=env)
-    if result.returncode != 0:
-        raise SystemExit(f"mosaic failed:\n{result.stderr}")
-    marks = json.loads(timings.read_text())
-    with sqlite3.connect(store) as connection:
-        steps = connection.execute("SELECT SUM(steps) FROM runs").fetchone()[0]
-    return steps, steps / (marks["last_step_at"] - marks["first_step_at"])
+    marks = timed_run(folder, EXPERIMENT.format(episodes=episodes,
+                                                environments=environments.rstrip("\n")),
+                      f"parallel-{count}")
+    return int(marks["steps"]), marks["steps_per_s"]
 
 
 def main() -> None:

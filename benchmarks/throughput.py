@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -72,22 +74,29 @@ def mosaic_command() -> list[str]:
 
 def full_stack(folder: Path, episodes: int, env_placement: str, agent_placement: str,
                record: bool) -> dict[str, float]:
-    experiment = folder / "throughput.yml"
-    experiment.write_text(EXPERIMENT.format(episodes=episodes, env_placement=env_placement,
-                                            agent_placement=agent_placement,
-                                            record="true" if record else "false"))
-    store = folder / f"throughput-{time.monotonic_ns()}.sqlite"
+    return timed_run(folder, EXPERIMENT.format(episodes=episodes, env_placement=env_placement,
+                                               agent_placement=agent_placement,
+                                               record="true" if record else "false"))
+
+
+def timed_run(folder: Path, text: str, name: str = "throughput") -> dict[str, float]:
+    """Run the experiment ``text`` with the real command; its steps, steps/s between the first
+    and the last step, start-up (launch to first step) and shut-down (last step to exit)."""
+    experiment = folder / f"{name}.yml"
+    experiment.write_text(text)
+    store = folder / f"{name}-{time.monotonic_ns()}.sqlite"
     timings = folder / "timings.json"
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [
+        str(root), os.environ.get("PYTHONPATH")]))}
     launched = time.time()
     result = subprocess.run([*mosaic_command(), "experiment-start", str(experiment), "--store",
                              str(store), "--quiet", "--timings", str(timings)],
-                            capture_output=True, text=True, timeout=600)
+                            capture_output=True, text=True, timeout=900, cwd=root, env=env)
     exited = time.time()
     if result.returncode != 0:
         raise SystemExit(f"mosaic failed:\n{result.stderr}")
     marks = json.loads(timings.read_text())
-    import sqlite3
-
     with sqlite3.connect(store) as connection:
         steps = connection.execute("SELECT SUM(steps) FROM runs").fetchone()[0]
     return {
