@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mosaic.conductors.base import Conductor
+from mosaic.conductors.base import ComponentPlan, Conductor
 from mosaic.messages import (
     ActuatorSpec,
     AgentConductorShutdownRequest,
@@ -28,8 +28,9 @@ def _unique(specs: list[Any]) -> tuple[Any, ...]:
 
 
 class AgentConductor(Conductor):
-    """On AgentSetupRequest: places the agent's brain, then one muscle per environment it acts
-    in, sets each up, and answers with the muscles' endpoints.
+    """On AgentSetupRequest: places the agent's brain and one muscle per environment it acts
+    in, all at once (see :meth:`Conductor.place_all`), sets up the brain, then each muscle, and
+    answers with the muscles' endpoints.
 
     The brain is reachable from other processes whenever one of its muscles runs in one.
     """
@@ -46,8 +47,12 @@ class AgentConductor(Conductor):
             actuators.extend(muscle.actuators)
 
         brain_uid = request.agent_uid
-        brain = self.place("brain", brain_uid, agent.brain_placement,
-                           reachable_from_process=agent.muscle_placement == "process")
+        brain, *muscles = self.place_all([
+            ComponentPlan("brain", brain_uid, agent.brain_placement,
+                          reachable_from_process=agent.muscle_placement == "process"),
+            *(ComponentPlan("muscle", muscle_uid, agent.muscle_placement)
+              for muscle_uid in request.muscles),
+        ])
         client = self.connect(brain.endpoint, peer=f"brain {brain_uid!r}")
         try:
             client.request(BrainSetupRequest(request.agent_uid, brain_uid, agent.brain,
@@ -59,11 +64,12 @@ class AgentConductor(Conductor):
             self.disconnect(client)
 
         endpoints: dict[str, str] = {}
-        for index, (muscle_uid, muscle) in enumerate(request.muscles.items()):
+        # One after another: a muscle's set-up syncs with the brain (Brain.sync), and the
+        # brain sees its muscles in the order of the file whatever the timing.
+        for index, ((muscle_uid, muscle), placed) in enumerate(
+                zip(request.muscles.items(), muscles, strict=True)):
             # One muscle per agent keeps the checkpoint schedule, so the brain saves once.
             every = agent.checkpoint_every if index == 0 else 0
-            placed = self.place("muscle", muscle_uid, agent.muscle_placement,
-                                reachable_from_process=False)
             client = self.connect(placed.endpoint, peer=f"muscle {muscle_uid!r}")
             try:
                 client.request(MuscleSetupRequest(request.agent_uid, muscle_uid, muscle.environment,

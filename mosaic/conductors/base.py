@@ -4,17 +4,30 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from mosaic.actors.kinds import component_path
 from mosaic.conductors.run_context import HOT_LOOP_KINDS, RunContext
 from mosaic.conductors.shutdown_clock import ShutdownClock
 from mosaic.runtime.component import Component
-from mosaic.runtime.placement import Placed, PlacementKind, place
+from mosaic.runtime.placement import Placed, PlacementKind, ProcessPlaced, place
 
 log = logging.getLogger(__name__)
 
 #: How often a reap looks at the clock while components stop.
 _REAP_SLICE_S = 0.02
+
+
+@dataclass(frozen=True)
+class ComponentPlan:
+    """One component to place: its kind, uid and placement, and whether a component in another
+    process must reach it (a brain whose muscles run in processes)."""
+
+    kind: str
+    uid: str
+    placement: PlacementKind
+    reachable_from_process: bool = False
 
 
 def _stop(placed: Placed, timeout: float, ended: list[bool]) -> None:
@@ -53,6 +66,45 @@ class Conductor(Component):
         self._placed.append(placed)
         self.ctx.supervisor.add(placed)
         return placed
+
+    def place_all(self, plans: Sequence[ComponentPlan]) -> list[Placed]:
+        """Start every component of ``plans`` at once; return them, in order, once all are bound.
+
+        Every process is launched (or adopted, if the run launched it ahead) before any is
+        awaited, so their start-ups overlap: the wait is the slowest one's, not the sum. Each
+        is given the set-up timeout to bind, and is registered for supervision and the reap as
+        soon as it is launched: when one fails to start (:class:`ComponentDied` naming it, or
+        whatever the run's check raises), the others end with this conductor like everything
+        else it placed. Threads start in order while the processes start.
+        """
+        ctx = self.ctx
+        launched: list[ProcessPlaced | None] = []
+        for plan in plans:
+            process = None
+            if plan.placement == "process":
+                process = ctx.adopt(plan.kind, plan.uid) or self._launch(plan)
+                self._placed.append(process)
+                ctx.supervisor.add(process)
+            launched.append(process)
+        placed: list[Placed] = []
+        for plan, process in zip(plans, launched, strict=True):
+            if process is None:
+                placed.append(self.place(plan.kind, plan.uid, plan.placement,
+                                         reachable_from_process=plan.reachable_from_process))
+            else:
+                placed.append(process)
+        for process in launched:
+            if process is not None:
+                process.wait_bound(ctx.timeouts.setup, ctx.check)
+        return placed
+
+    def _launch(self, plan: ComponentPlan) -> ProcessPlaced:
+        """Launch ``plan``'s process without waiting for it to bind."""
+        ctx = self.ctx
+        return ProcessPlaced(plan.kind, plan.uid, ctx.endpoints.for_placement(plan.uid, True),
+                             component=component_path(plan.kind),
+                             cpu=ctx.hot_cpu if plan.kind in HOT_LOOP_KINDS else None,
+                             heartbeat_timeout=ctx.timeouts.heartbeat, trust=ctx.trust)
 
     def reap(self) -> tuple[str, ...]:
         """End every placed component; return those that had to be killed.

@@ -163,10 +163,13 @@ class SimulationController(Component):
 
     Set-up (on SimulationStartRequest): for each environment, EnvironmentSetupRequest to the
     EnvironmentConductor and EnvironmentStartRequest to the environment actor; then per agent
-    AgentSetupRequest to the AgentConductor. The main loop then runs in chunks of
-    :data:`WORK_CHUNK_S` between control messages: per step one EnvironmentUpdateRequest and one
-    AgentUpdateRequest per muscle, over direct links (no broker hop). Step records go to the
-    store writer in batches; the writer's thread encodes and writes them.
+    AgentSetupRequest to the AgentConductor. The requests of each stage all go out before their
+    answers are awaited, so environments and agents set up in parallel.
+
+    The main loop then runs in chunks of :data:`WORK_CHUNK_S` between control messages: per step
+    one EnvironmentUpdateRequest and one AgentUpdateRequest per muscle, over direct links (no
+    broker hop). Step records go to the store writer in batches; the writer's thread encodes
+    and writes them.
 
     When every environment has run its episodes (or a part failed, or the run was cancelled)
     it tells the RunGovernor with a SimulationFinishedNotice. On SimulationStopRequest it shuts
@@ -220,16 +223,23 @@ class SimulationController(Component):
              EnvironmentConductorShutdownResponse),
         ]
         agents = [agent.uid for agent in config.agents]
-        for index, env in enumerate(config.environments):
-            setup = environment_conductor.request(
-                EnvironmentSetupRequest(ctx.run_uid, env.uid, env.placement),
-                EnvironmentSetupResponse, timeout, check)
+        # Every request of a stage is out before any answer is awaited, so the components
+        # start and set up in parallel; the answers are taken in the file's order, and every
+        # seed comes from a position in the file, so nothing here depends on timing.
+        placing = [(env, environment_conductor.send(
+            EnvironmentSetupRequest(ctx.run_uid, env.uid, env.placement)))
+            for env in config.environments]
+        starting = []
+        for index, (env, correlation_id) in enumerate(placing):
+            setup = environment_conductor.receive(correlation_id, timeout,
+                                                  EnvironmentSetupResponse, check)
             client = self.connect(setup.endpoint, peer=f"environment {env.uid!r}")
-            started = client.request(
+            starting.append((index, env, client, client.send(
                 EnvironmentStartRequest(env.uid, env.env, env.params,
                                         environment_seed(seed, index), env.copies,
-                                        env.vector_mode, self._max_steps),
-                EnvironmentStartResponse, timeout, check)
+                                        env.vector_mode, self._max_steps))))
+        for index, env, client, correlation_id in starting:
+            started = client.receive(correlation_id, timeout, EnvironmentStartResponse, check)
             mapping = _resolve_mapping(env.uid, env.policy_mapping, started.sensors, agents)
             records = config.records(env) if ctx.store is not None else "none"
             loop: _EnvironmentLoop | _VectorLoop
@@ -243,26 +253,16 @@ class SimulationController(Component):
             loop.record_episodes = records != "none"
             self._loops.append(loop)
 
-        for agent_index, agent in enumerate(config.agents):
-            muscles: dict[str, MusclePlan] = {}
-            for loop in self._loops:
-                slots = {slot for slot, owner in loop.mapping.items() if owner == agent.uid}
-                if not slots:
-                    continue
-                muscles[names.muscle_uid(agent.uid, loop.uid)] = MusclePlan(
-                    environment=loop.uid,
-                    sensors=tuple(s for s in loop.sensors if s.uid in slots),
-                    actuators=tuple(a for a in loop.actuators if a.uid in slots),
-                    seed=muscle_seed(seed, agent_index, loop.index),
-                    copies=loop.copies if isinstance(loop, _VectorLoop) else 0,
-                )
-            if not muscles:
-                raise MosaicError(f"agent {agent.uid!r} acts in no environment: "
-                                  "map it in an environment's policy_mapping")
-            answer = agent_conductor.request(
-                AgentSetupRequest(ctx.run_uid, agent.uid, agent, muscles,
-                                  brain_seed(seed, agent_index), config.mode),
-                AgentSetupResponse, timeout * (2 + len(muscles)), check)
+        plans = [self._muscle_plans(agent.uid, agent_index)
+                 for agent_index, agent in enumerate(config.agents)]
+        setting_up = [(muscles, agent_conductor.send(
+            AgentSetupRequest(ctx.run_uid, agent.uid, agent, muscles,
+                              brain_seed(seed, agent_index), config.mode)))
+            for agent_index, (agent, muscles) in enumerate(zip(config.agents, plans,
+                                                               strict=True))]
+        for agent, (muscles, correlation_id) in zip(config.agents, setting_up, strict=True):
+            answer = agent_conductor.receive(correlation_id, timeout * (2 + len(muscles)),
+                                             AgentSetupResponse, check)
             for muscle_uid, endpoint in answer.muscle_endpoints.items():
                 loop = next(lp for lp in self._loops if lp.uid == muscles[muscle_uid].environment)
                 sensed = frozenset(s.uid for s in muscles[muscle_uid].sensors)
@@ -270,6 +270,26 @@ class SimulationController(Component):
                     muscle_uid, agent.uid,
                     self.connect(endpoint, peer=f"muscle {muscle_uid!r}"), sensed))
         self.ctx.progress.episodes_total = self._episodes * len(self._loops)
+
+    def _muscle_plans(self, agent_uid: str, agent_index: int) -> dict[str, MusclePlan]:
+        """The agent's muscles: one per environment where the policy mapping gives it slots."""
+        seed = self.ctx.seed
+        muscles: dict[str, MusclePlan] = {}
+        for loop in self._loops:
+            slots = {slot for slot, owner in loop.mapping.items() if owner == agent_uid}
+            if not slots:
+                continue
+            muscles[names.muscle_uid(agent_uid, loop.uid)] = MusclePlan(
+                environment=loop.uid,
+                sensors=tuple(s for s in loop.sensors if s.uid in slots),
+                actuators=tuple(a for a in loop.actuators if a.uid in slots),
+                seed=muscle_seed(seed, agent_index, loop.index),
+                copies=loop.copies if isinstance(loop, _VectorLoop) else 0,
+            )
+        if not muscles:
+            raise MosaicError(f"agent {agent_uid!r} acts in no environment: "
+                              "map it in an environment's policy_mapping")
+        return muscles
 
     # -- main loop ------------------------------------------------------------------------
     def has_work(self) -> bool:
