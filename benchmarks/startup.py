@@ -1,0 +1,150 @@
+"""Start-up of a run with everything in processes: from launching the command to the first step.
+
+Every configuration runs the real ``mosaic experiment-start`` command in a subprocess, with every
+environment, brain and muscle in a process of its own (``placement: process``):
+
+* 1 agent: CartPole, one random agent (3 component processes: environment, brain, muscle);
+* 16 agents: PettingZoo's Knights Archers Zombies with 8 archers and 8 knights, one random agent
+  per player (33 component processes: the environment, and a brain and a muscle per agent).
+
+Each run takes a few steps only; what counts is the time from the launch of the command to its
+first step, read from the timings file the command writes. These machines are shared and noisy,
+so a reference is measured between the runs, under the same load: the wall time of a fresh
+interpreter that imports what a run's command imports first (``python -c "import mosaic,
+gymnasium"``). Compare the ratios, not the absolute figures.
+
+It prints, per configuration, the median start-up over ``--repeat`` runs and its ratio to the
+median reference.
+
+Usage: python benchmarks/startup.py [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.throughput import mosaic_command  # noqa: E402 (the repository root, first)
+
+ONE_AGENT = """\
+uid: startup-1
+seed: 1
+episodes: 1
+max_steps: 5
+placement: process
+environments:
+  - uid: cartpole
+    env: gymnasium:CartPole-v1
+agents:
+  - uid: random
+    muscle: mosaic.agents:RandomMuscle
+store:
+  record_steps: false
+"""
+
+MANY_AGENTS = """\
+uid: startup-{count}
+seed: 1
+episodes: 1
+max_steps: 5
+placement: process
+environments:
+  - uid: kaz
+    env: pettingzoo:butterfly.knights_archers_zombies_v11
+    params:
+      api: parallel
+      num_archers: {archers}
+      num_knights: {knights}
+    policy_mapping:
+{mapping}
+agents:
+{agents}
+store:
+  record_steps: false
+"""
+
+#: The reference: a fresh interpreter with the imports a run's command starts with.
+REFERENCE = [sys.executable, "-c", "import mosaic, gymnasium"]
+
+
+def many_agents(count: int) -> str:
+    """An experiment with ``count`` random agents, one per player of one game (``count`` even).
+
+    Half of the players are archers, half knights.
+    """
+    players = ([f"archer_{i}" for i in range(count // 2)]
+               + [f"knight_{i}" for i in range(count - count // 2)])
+    mapping = "\n".join(f"      {player}: {player}" for player in players)
+    agents = "\n".join(f"  - uid: {player}\n    muscle: mosaic.agents:RandomMuscle"
+                       for player in players)
+    return MANY_AGENTS.format(count=count, archers=count // 2, knights=count - count // 2,
+                              mapping=mapping, agents=agents)
+
+
+def startup(folder: Path, name: str, experiment_text: str) -> float:
+    """Seconds from launching ``mosaic experiment-start`` to the run's first step."""
+    experiment = folder / f"{name}.yml"
+    experiment.write_text(experiment_text)
+    store = folder / f"{name}-{time.monotonic_ns()}.sqlite"
+    timings = folder / "timings.json"
+    launched = time.time()
+    result = subprocess.run([*mosaic_command(), "experiment-start", str(experiment), "--store",
+                             str(store), "--quiet", "--timings", str(timings)],
+                            capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        raise SystemExit(f"mosaic failed:\n{result.stderr}")
+    first_step_at = json.loads(timings.read_text())["first_step_at"]
+    if first_step_at is None:
+        raise SystemExit(f"{name}: the run took no step")
+    return float(first_step_at) - launched
+
+
+def reference() -> float:
+    """Seconds a fresh interpreter takes to import mosaic and gymnasium and exit."""
+    started = time.perf_counter()
+    subprocess.run(REFERENCE, check=True, timeout=120)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=5,
+                        help="runs per configuration (median reported)")
+    parser.add_argument("--agents", type=int, default=16,
+                        help="agents of the many-agent configuration (half archers, half knights)")
+    args = parser.parse_args()
+
+    configurations = [("1 agent", ONE_AGENT),
+                      (f"{args.agents} agents", many_agents(args.agents))]
+    references: list[float] = []
+    rows: list[tuple[str, float]] = []
+    with tempfile.TemporaryDirectory(prefix="mosaic-bench-") as tmp:
+        folder = Path(tmp)
+        samples: dict[str, list[float]] = {name: [] for name, _ in configurations}
+        # Interleaved, so that every configuration and the reference see the same load.
+        for _ in range(args.repeat):
+            for name, text in configurations:
+                samples[name].append(startup(folder, name.replace(" ", "-"), text))
+                references.append(reference())
+        rows = [(name, statistics.median(samples[name])) for name, _ in configurations]
+    baseline = statistics.median(references)
+
+    print(f"reference ({' '.join(REFERENCE[1:])}): {baseline:.3f} s "
+          f"(median of {len(references)})")
+    print(f"{'configuration':<16}{'start -> first step':>21}{'x reference':>13}")
+    for name, seconds in rows:
+        print(f"{name:<16}{seconds:>20.3f}s{seconds / baseline:>13.2f}")
+
+
+if __name__ == "__main__":
+    main()
