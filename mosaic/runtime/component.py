@@ -146,8 +146,10 @@ class Component:
     def dispatch(self, message: Message, sender: str | None = None) -> Response | None:
         """Run the handler for ``message`` from ``sender``; a message of an unknown type, or
         one this component does not take from ``sender``, gets an :class:`ErrorResponse`."""
-        tag = type(message).__name__
         name = self._handlers.get(type(message))
+        if name is not None and self.accepts(message, sender):
+            return getattr(self, name)(message)  # type: ignore[no-any-return]
+        tag = type(message).__name__
         if name is None:
             if self.unhandled_log.allow(tag):
                 log.error("%s: no handler for %s", self.uid, tag)
@@ -155,13 +157,11 @@ class Component:
                 return None
             return ErrorResponse(request=tag, error_type="UnhandledMessage",
                                  error=f"{self.uid} does not handle {tag}")
-        if not self.accepts(message, sender):
-            who = sender or "an anonymous peer"
-            if self.refused_log.allow(tag):
-                log.warning("%s: refused %s from %s", self.uid, tag, who)
-            return ErrorResponse(request=tag, error_type="WrongSender",
-                                 error=f"{self.uid} does not take {tag} from {who}")
-        return getattr(self, name)(message)  # type: ignore[no-any-return]
+        who = sender or "an anonymous peer"
+        if self.refused_log.allow(tag):
+            log.warning("%s: refused %s from %s", self.uid, tag, who)
+        return ErrorResponse(request=tag, error_type="WrongSender",
+                             error=f"{self.uid} does not take {tag} from {who}")
 
 
 def make_component(path: str, uid: str) -> Component:

@@ -22,6 +22,10 @@ log = logging.getLogger(__name__)
 IDLE_POLL_MS = 100
 
 _SERVE = object()
+_UNKNOWN: Any = object()
+#: Routing ids whose sender is remembered: a component has a handful of peers, and the bound
+#: keeps many peers (each one authenticated, but still) from growing the table without end.
+_SENDERS_KEPT = 64
 
 
 class HostStatus:
@@ -64,6 +68,7 @@ class ActorHost(pykka.ThreadingActor):
         self.status = status
         component._stop_pending = lambda: not self.actor_inbox.empty()
         self._server: RequestServer | None = None
+        self._senders: dict[bytes, str | None] = {}
         self._shut_down = False
 
     def on_start(self) -> None:
@@ -105,14 +110,23 @@ class ActorHost(pykka.ThreadingActor):
         server = self._server
         if server is None:
             return
+        # Hoisted out of the loop: it runs once per message on the step loop.
+        receive, reply_to, handle = server.receive, server.reply, self._handle
+        senders = self._senders
         while inbox.empty():
             busy = component.has_work()
-            incoming = server.receive(wait=not busy)
+            incoming = receive(not busy)
             if incoming is not None:
                 message = incoming.message
-                reply = self._handle(message, sender_of(incoming.peer))
+                peer = incoming.peer
+                sender = senders.get(peer, _UNKNOWN)
+                if sender is _UNKNOWN:
+                    sender = sender_of(peer)
+                    if len(senders) < _SENDERS_KEPT:
+                        senders[peer] = sender
+                reply = handle(message, sender)
                 if reply is not None and isinstance(message, Request):
-                    server.reply(incoming, reply)
+                    reply_to(incoming, reply)
             # Asked again: the message just handled may have ended the work (a stop request
             # shuts down what the next chunk would talk to).
             if busy and component.has_work() and not component.stop_requested:
