@@ -71,26 +71,31 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs per count (median)")
     args = parser.parse_args()
 
-    rates: dict[int, list[float]] = {count: [] for count in args.counts}
-    baselines: list[float] = []
-    with tempfile.TemporaryDirectory(prefix="mosaic-bench-") as tmp:
-        for _ in range(args.repeat):
-            for count in args.counts:
-                steps, rate = run(Path(tmp), count, args.episodes, args.busy_ms)
-                rates[count].append(rate)
-                # Between the runs, so that both see the same load.
-                baselines.append(in_process(min(steps, 2000), BusyCartPole(busy_ms=args.busy_ms)))
-    baseline = statistics.median(baselines)
-    one = statistics.median(rates[args.counts[0]])
+    baseline, rows = measure(args.counts, args.episodes, args.busy_ms, args.repeat)
     print(f"cores: {os.cpu_count()}; each step burns {args.busy_ms:g} ms of CPU")
     print(f"in-process loop, one environment: {baseline:,.0f} env-steps/s "
-          f"(median of {len(baselines)})")
+          f"(median of {args.repeat * len(args.counts)})")
     print(f"{'environment processes':<24}{'env-steps/s':>12}{f'x {args.counts[0]} env':>10}"
           f"{'x in-process':>14}")
-    for count in args.counts:
-        rate = statistics.median(rates[count])
+    one = rows[0][1]
+    for count, rate in rows:
         print(f"{count:<24}{rate:>12,.0f}{rate / one:>10.2f}{rate / baseline:>14.2f}")
 
+
+def measure(counts: list[int], episodes: int, busy_ms: float,
+            repeat: int) -> tuple[float, list[tuple[int, float]]]:
+    """The in-process loop's env-steps/s, and (count, median env-steps/s) per count."""
+    rates: dict[int, list[float]] = {count: [] for count in counts}
+    baselines: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="mosaic-bench-") as tmp:
+        for _ in range(repeat):
+            for count in counts:
+                steps, rate = run(Path(tmp), count, episodes, busy_ms)
+                rates[count].append(rate)
+                # Between the runs, so that both see the same load.
+                baselines.append(in_process(min(steps, 2000), BusyCartPole(busy_ms=busy_ms)))
+    return (statistics.median(baselines),
+            [(count, statistics.median(rates[count])) for count in counts])
 
 if __name__ == "__main__":
     main()

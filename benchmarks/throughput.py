@@ -9,7 +9,11 @@ For each configuration it prints:
 * start-up: from launching the command to the first step;
 * shut-down: from the last step to the exit of the command.
 
-Usage: python benchmarks/throughput.py [--episodes 1000] [--repeat 3]
+With ``--scaling`` it then prints the scaling table: N environment processes whose step burns
+1 ms of CPU against one (benchmarks/parallel_environments.py), and ``copies: N`` against
+Gymnasium's ``SyncVectorEnv(N)`` (benchmarks/vector_environments.py).
+
+Usage: python benchmarks/throughput.py [--episodes 1000] [--repeat 3] [--scaling]
 """
 
 from __future__ import annotations
@@ -98,9 +102,11 @@ def timed_run(folder: Path, text: str, name: str = "throughput") -> dict[str, fl
         raise SystemExit(f"mosaic failed:\n{result.stderr}")
     marks = json.loads(timings.read_text())
     with sqlite3.connect(store) as connection:
-        steps = connection.execute("SELECT SUM(steps) FROM runs").fetchone()[0]
+        steps, episodes = connection.execute(
+            "SELECT SUM(steps), SUM(episodes) FROM runs").fetchone()
     return {
         "steps": steps,
+        "episodes": episodes,
         "steps_per_s": steps / (marks["last_step_at"] - marks["first_step_at"]),
         "startup_s": marks["first_step_at"] - launched,
         "shutdown_s": exited - marks["last_step_at"],
@@ -114,6 +120,8 @@ def main() -> None:
                         help="CartPole episodes per configuration")
     parser.add_argument("--repeat", type=int, default=3,
                         help="runs per configuration (median reported)")
+    parser.add_argument("--scaling", action="store_true",
+                        help="also print the scaling table (parallel and vector environments)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="mosaic-bench-") as tmp:
@@ -142,6 +150,28 @@ def main() -> None:
         cost = 1 - (by_name[f"{placement}, recording"]["steps_per_s"]
                     / by_name[f"{placement}, no recording"]["steps_per_s"])
         print(f"cost of recording every step ({placement}): {cost:.1%} of throughput")
+    if args.scaling:
+        print_scaling(args.repeat)
+
+
+def print_scaling(repeat: int) -> None:
+    """The scaling table: environment processes and vector copies, each against its reference."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks import parallel_environments, vector_environments
+
+    counts = [1, 2, 4, 8]
+    baseline, processes = parallel_environments.measure(counts, 20, 1.0, repeat)
+    copies = vector_environments.measure([1, 4, 16], 3000, repeat)
+    print(f"\nscaling on {os.cpu_count()} cores (median of {repeat})")
+    print(f"{'configuration':<34}{'env-steps/s':>12}{'reference':>12}{'ratio':>8}")
+    one = processes[0][1]
+    for count, rate in processes:
+        print(f"{f'{count} env process(es), 1 ms/step':<34}{rate:>12,.0f}"
+              f"{'x1 env':>12}{rate / one:>8.2f}")
+    print(f"{'(in-process loop, 1 ms/step)':<34}{baseline:>12,.0f}")
+    for count, rate, reference in copies:
+        print(f"{f'copies: {count}, env in a process':<34}{rate:>12,.0f}{reference:>12,.0f}"
+              f"{rate / reference:>8.2f}")
 
 
 if __name__ == "__main__":

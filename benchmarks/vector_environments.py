@@ -71,23 +71,31 @@ def main() -> None:
     parser.add_argument("--vector-mode", choices=["sync", "async"], default="sync")
     args = parser.parse_args()
 
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="mosaic-bench-") as tmp:
-        for copies in args.copies:
-            ours, theirs = [], []
-            for _ in range(args.repeat):
-                marks = timed_run(Path(tmp), EXPERIMENT.format(
-                    episodes=args.episodes, copies=copies, vector_mode=args.vector_mode,
-                    muscle_placement=args.muscle_placement), f"vector-{copies}")
-                ours.append(marks["steps_per_s"])
-                theirs.append(in_process_vector(copies, int(marks["steps"])))
-            rows.append((copies, statistics.median(ours), statistics.median(theirs)))
+    rows = measure(args.copies, args.episodes, args.repeat, args.vector_mode,
+                   args.muscle_placement)
     print(f"CartPole, environment in a process ({args.vector_mode}), muscle in a "
           f"{args.muscle_placement}; median of {args.repeat}")
     print(f"{'copies':>6}{'mosaic env-steps/s':>20}{'SyncVectorEnv':>15}{'ratio':>8}")
     for copies, ours_rate, their_rate in rows:
         print(f"{copies:>6}{ours_rate:>20,.0f}{their_rate:>15,.0f}{ours_rate / their_rate:>8.2f}")
 
+
+def measure(counts: list[int], episodes: int, repeat: int, vector_mode: str = "sync",
+            muscle_placement: str = "thread") -> list[tuple[int, float, float]]:
+    """(copies, mosaic's median env-steps/s, SyncVectorEnv's median) per number of copies."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="mosaic-bench-") as tmp:
+        for copies in counts:
+            ours, theirs = [], []
+            for _ in range(repeat):
+                marks = timed_run(Path(tmp), EXPERIMENT.format(
+                    episodes=episodes, copies=copies, vector_mode=vector_mode,
+                    muscle_placement=muscle_placement), f"vector-{copies}")
+                ours.append(marks["steps_per_s"])
+                # Between the runs, so that both see the same load.
+                theirs.append(in_process_vector(copies, int(marks["steps"])))
+            rows.append((copies, statistics.median(ours), statistics.median(theirs)))
+    return rows
 
 if __name__ == "__main__":
     main()

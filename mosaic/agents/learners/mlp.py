@@ -14,7 +14,15 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["MLP", "Adam", "log_softmax", "masked_logits", "softmax", "softmax_policy_loss"]
+__all__ = [
+    "MLP",
+    "Adam",
+    "log_softmax",
+    "masked_logits",
+    "sample_softmax",
+    "softmax",
+    "softmax_policy_loss",
+]
 
 Layers = list[tuple[np.ndarray, np.ndarray]]
 
@@ -192,6 +200,29 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     e = np.exp(logits - top)
     result: np.ndarray = e / np.sum(e, axis=-1, keepdims=True)
     return result
+
+
+def sample_softmax(logits: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+    """One action per row of ``logits`` (N, n_actions), drawn from the row's softmax.
+
+    ``uniforms`` (N,) in [0, 1) are the draws, so the caller's generator decides them: row ``i``
+    gets the first action whose cumulative probability exceeds ``uniforms[i]`` times the row's
+    total (an inverse-CDF draw). A ``-inf`` logit (a masked action) is never chosen; when
+    rounding at the top of the cumulative sum would choose past the end or a masked action, the
+    row gets its last action with a finite logit. Returns int64 actions of shape (N,).
+    """
+    n_actions = logits.shape[-1]
+    cdf = np.cumsum(softmax(logits), axis=-1)
+    thresholds = np.asarray(uniforms, dtype=np.float64) * cdf[:, -1]
+    actions: np.ndarray = np.count_nonzero(cdf <= thresholds[:, None], axis=-1).astype(np.int64)
+    np.minimum(actions, n_actions - 1, out=actions)
+    finite = np.isfinite(logits)
+    wrong = ~finite[np.arange(actions.shape[0]), actions]
+    if wrong.any():
+        # The last finite entry of each row: the first one of the reversed row.
+        last = n_actions - 1 - np.argmax(finite[:, ::-1], axis=-1)
+        actions[wrong] = last[wrong]
+    return actions
 
 
 def softmax_policy_loss(

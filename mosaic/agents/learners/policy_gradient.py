@@ -19,10 +19,18 @@ from typing import Any
 import gymnasium
 import numpy as np
 
+from mosaic.agents.batch import Batch
 from mosaic.agents.brain import Brain
 from mosaic.agents.context import BrainContext, MuscleContext, Slot
-from mosaic.agents.learners.mlp import MLP, Adam, masked_logits, softmax, softmax_policy_loss
-from mosaic.agents.learners.tabular_q import _legal_mask, _param, _unwrap
+from mosaic.agents.learners.mlp import (
+    MLP,
+    Adam,
+    masked_logits,
+    sample_softmax,
+    softmax,
+    softmax_policy_loss,
+)
+from mosaic.agents.learners.tabular_q import _legal_mask, _legal_masks, _param, _unwrap
 from mosaic.agents.muscle import Muscle
 from mosaic.agents.policies import MLPPolicy, load_policy, save_mlp
 from mosaic.core.errors import MosaicError
@@ -112,6 +120,13 @@ class PolicyGradientMuscle(Muscle):
     ``final_observation`` (d,) float64 or ``None``, ``terminated``, ``truncated`` and
     ``version``, the number of the weights that acted. Updates: the weights dict the brain
     sends (``W0``, ``b0``, ... and ``version``) replaces the local policy.
+
+    Copies (``context.copies``): :meth:`act_batch` samples every copy's action from one forward
+    pass of the policy, and each copy collects its own episode; :meth:`feedback_batch` sends
+    each copy's finished episode as its own item, in the format above, so the brain learns
+    from them as from episodes of a muscle without copies. Updates change the policy of all
+    copies at once. Sampling draws one uniform per copy and step from ``context.rng``, in copy
+    order, the same draw :meth:`act` makes for one observation.
     """
 
     def setup(self, context: MuscleContext) -> None:
@@ -127,6 +142,8 @@ class PolicyGradientMuscle(Muscle):
         self.rng = context.rng
         self._uniform = np.zeros(self.n_actions)
         self._episodes: dict[str, dict[str, list[Any]]] = {}
+        # For copies: slot -> the episode each copy is collecting (None: none yet).
+        self._copy_episodes: dict[str, list[dict[str, list[Any]] | None]] = {}
 
     def reset(self) -> None:
         """Start an episode: drop what an unfinished previous episode collected."""
@@ -175,6 +192,11 @@ class PolicyGradientMuscle(Muscle):
         if not (terminated or truncated):
             return None
         del self._episodes[slot]
+        return self._experience(episode, terminated, truncated, observation)
+
+    def _experience(self, episode: dict[str, list[Any]], terminated: bool, truncated: bool,
+                    observation: Any) -> dict[str, Any]:
+        """A finished episode as the experience the brain learns from."""
         masks = episode["masks"]
         if any(m is None for m in masks):
             mask_array = None if all(m is None for m in masks) else np.array(
@@ -194,6 +216,64 @@ class PolicyGradientMuscle(Muscle):
             "truncated": bool(truncated),
             "version": self.version,
         }
+
+    def act_batch(self, slot: str, batch: Batch) -> np.ndarray:
+        """A sample per copy from the policy over its legal actions (the arg-max in test mode),
+        from one forward pass: int64 (copies,).
+
+        A copy in ``batch.starts`` first drops what its unfinished episode collected, as
+        :meth:`reset` does for one.
+        """
+        copies = batch.copies
+        if copies != self.context.copies:
+            raise MosaicError(f"a batch of {copies} copies for a muscle set up for "
+                              f"{self.context.copies}")
+        observations, legal_actions = _unwrap(batch.observations, batch.legal_actions)
+        x = np.array(observations, dtype=np.float64).reshape(copies, -1)
+        if x.shape[1] != self.n_inputs:
+            raise MosaicError(f"expected observations of {self.n_inputs} values; got "
+                              f"{x.shape[1]}")
+        masks = _legal_masks(legal_actions, self.n_actions, copies)
+        episodes = self._copy_episodes.setdefault(slot, [None] * copies)
+        for copy in np.flatnonzero(batch.starts).tolist():
+            for collecting in self._copy_episodes.values():
+                collecting[copy] = None
+        logits = (np.zeros((copies, self.n_actions)) if self.policy is None
+                  else self.policy.forward(x))
+        logits = masked_logits(logits, masks)
+        if not self.training:
+            greedy: np.ndarray = np.argmax(logits, axis=1).astype(np.int64)
+            return greedy
+        actions = sample_softmax(logits, self.rng.random(copies))
+        for copy, action in enumerate(actions.tolist()):
+            episode = episodes[copy]
+            if episode is None:
+                episode = episodes[copy] = {"observations": [], "actions": [], "rewards": [],
+                                            "masks": []}
+            episode["observations"].append(x[copy])
+            episode["actions"].append(action)
+            episode["rewards"].append(0.0)
+            episode["masks"].append(None if masks is None else masks[copy])
+        return actions
+
+    def feedback_batch(self, slot: str, batch: Batch) -> list[dict[str, Any]]:
+        """The finished episodes of the copies in ``batch.acted`` whose episode ended, in copy
+        order; an empty list in test mode or when none ended."""
+        episodes = self._copy_episodes.get(slot)
+        if episodes is None:
+            return []
+        finished = []
+        for copy in np.flatnonzero(batch.acted).tolist():
+            episode = episodes[copy]
+            if episode is None:
+                continue
+            episode["rewards"][-1] += float(batch.rewards[copy])
+            terminated, truncated = bool(batch.terminated[copy]), bool(batch.truncated[copy])
+            if terminated or truncated:
+                episodes[copy] = None
+                finished.append(self._experience(episode, terminated, truncated,
+                                                 batch.outcome_observation(copy)))
+        return finished
 
     def apply_update(self, update: Any) -> None:
         """Act with the weights in ``update`` from now on (``MosaicError`` if they do not fit)."""

@@ -14,16 +14,24 @@ from typing import Any, TypeVar
 import gymnasium
 import numpy as np
 
+from mosaic.agents.batch import Batch
 from mosaic.agents.brain import Brain
 from mosaic.agents.context import BrainContext, MuscleContext, Slot
 from mosaic.agents.muscle import Muscle
 from mosaic.agents.policies import QTablePolicy, load_policy, save_q_table
 from mosaic.core.errors import MosaicError
 
-__all__ = ["TabularQBrain", "TabularQMuscle", "Transition"]
+__all__ = ["TabularQBrain", "TabularQMuscle", "Transition", "TransitionBatch"]
 
 Transition = tuple[int, int, float, int, bool, bool]
 """``(state, action, reward, next_state, terminated, truncated)``, as plain Python values."""
+
+TransitionBatch = dict[str, np.ndarray]
+"""Transitions of several copies in one item: ``states``, ``actions`` and ``next_states``
+(K,) int64, ``rewards`` (K,) float64, ``terminated`` and ``truncated`` (K,) bool; row ``i`` is
+one :data:`Transition`, and the rows are learnt in order."""
+
+_TRANSITION_FIELDS = ("states", "actions", "rewards", "next_states", "terminated", "truncated")
 
 _T = TypeVar("_T")
 
@@ -84,6 +92,24 @@ def _legal_mask(legal_actions: Any, n_actions: int) -> np.ndarray | None:
     return mask
 
 
+def _legal_masks(legal_actions: Any, n_actions: int, copies: int) -> np.ndarray | None:
+    """The action masks of ``copies`` copies as a bool (copies, n_actions) array (``None``: all
+    legal)."""
+    if legal_actions is None:
+        return None
+    masks = np.asarray(legal_actions).astype(bool)
+    if masks.shape[0] != copies:
+        raise MosaicError(f"{masks.shape[0]} action masks for {copies} copies")
+    masks = masks.reshape(copies, -1)
+    if masks.shape[1] != n_actions:
+        raise MosaicError(f"the action masks have {masks.shape[1]} entries for {n_actions} "
+                          f"actions")
+    empty = np.flatnonzero(~masks.any(axis=1))
+    if empty.shape[0]:
+        raise MosaicError(f"the action mask of copy {int(empty[0])} allows no action")
+    return masks
+
+
 def _table_shape(slots: Mapping[str, Slot], owner: str) -> tuple[int, int]:
     """(n_states, n_actions) shared by all ``slots``; raises MosaicError for other spaces."""
     shapes = set()
@@ -112,6 +138,19 @@ def _state_index(observation: Any, n_states: int) -> int:
     if not 0 <= index < n_states:
         raise MosaicError(f"state {index} outside 0..{n_states - 1}")
     return index
+
+
+def _state_indices(observations: Any, n_states: int, copies: int) -> np.ndarray:
+    """The state index of each of ``copies`` copies, as int64 (copies,)."""
+    values = np.asarray(observations)
+    if values.dtype.kind not in "iu" or values.size != copies or values.shape[:1] != (copies,):
+        raise MosaicError(f"expected {copies} state indices, got {observations!r:.80}")
+    indices = values.reshape(copies).astype(np.int64)
+    outside = np.flatnonzero((indices < 0) | (indices >= n_states))
+    if outside.shape[0]:
+        raise MosaicError(f"state {int(indices[outside[0]])} of copy {int(outside[0])} outside "
+                          f"0..{n_states - 1}")
+    return indices
 
 
 def _load_table(path: str, shape: tuple[int, int], owner: str) -> np.ndarray:
@@ -148,6 +187,14 @@ class TabularQMuscle(Muscle):
     Rewards that arrive while the slot's observation is ``None`` (another slot's turn) are added
     to its pending transition, which completes at the next feedback with an observation or at
     episode end. Updates: ``{"q": table}`` replaces the local table.
+
+    Copies (``context.copies``): :meth:`act_batch` acts for every copy in one vectorised pass on
+    the same table, and :meth:`feedback_batch` sends the transitions completed at that step as
+    one :data:`TransitionBatch` (rows in copy order). Each copy keeps its own pending action and
+    the epsilon of its own episode; the decay counts the episodes of all copies, as they are all
+    this muscle's episodes. Its draws (two uniforms per copy and step, from ``context.rng``)
+    differ from the single-step ones, so a run with copies is reproducible but does not replay
+    a run without.
     """
 
     def setup(self, context: MuscleContext) -> None:
@@ -178,6 +225,10 @@ class TabularQMuscle(Muscle):
         self.epsilon = self._epsilon()
         # slot -> [state, action, accumulated reward] of the action awaiting its outcome
         self._pending: dict[str, list[Any]] = {}
+        # For copies: each copy's episode epsilon, and slot -> each copy's state and action
+        # awaiting its outcome (where waiting is true).
+        self._copy_epsilons = np.full(context.copies, self.epsilon)
+        self._copy_pending: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def _epsilon(self) -> float:
         if not self.training:
@@ -237,6 +288,72 @@ class TabularQMuscle(Muscle):
             next_state = _state_index(_unwrap(observation, None)[0], self.n_states)
         return (state, action, total, next_state, bool(terminated), bool(truncated))
 
+    def act_batch(self, slot: str, batch: Batch) -> np.ndarray:
+        """Epsilon-greedy over each copy's legal actions (greedy in test mode): int64 (copies,).
+
+        A copy in ``batch.starts`` begins an episode first, as :meth:`reset` begins one: it gets
+        that episode's epsilon and forgets its pending actions.
+        """
+        copies = self._copies(batch)
+        observations, legal_actions = _unwrap(batch.observations, batch.legal_actions)
+        states = _state_indices(observations, self.n_states, copies)
+        masks = _legal_masks(legal_actions, self.n_actions, copies)
+        for copy in np.flatnonzero(batch.starts).tolist():
+            self._copy_epsilons[copy] = self._epsilon()
+            self.episodes += 1
+            for _, _, waiting in self._copy_pending.values():
+                waiting[copy] = False
+        values = self.q[states]
+        if masks is not None:
+            values = np.where(masks, values, -np.inf)
+        if not self.training:
+            greedy: np.ndarray = np.argmax(values, axis=1).astype(np.int64)
+            return greedy  # ties go to the lowest
+        explore = self.rng.random(copies) < self._copy_epsilons
+        picks = self.rng.random(copies)
+        # Each copy draws uniformly among its candidates: the legal actions when it explores,
+        # else its best ones (random tie-breaking, as in act).
+        best = values == values.max(axis=1, keepdims=True)
+        legal = np.ones_like(best) if masks is None else masks
+        candidates = np.where(explore[:, None], legal, best)
+        counts = candidates.sum(axis=1)
+        ranks = np.minimum((picks * counts).astype(np.int64), counts - 1)
+        chosen = np.argmax(np.cumsum(candidates, axis=1) > ranks[:, None], axis=1)
+        actions: np.ndarray = chosen.astype(np.int64)
+        self._copy_pending[slot] = (states, actions.copy(), np.ones(copies, dtype=bool))
+        return actions
+
+    def feedback_batch(self, slot: str, batch: Batch) -> list[TransitionBatch]:
+        """The transitions of the copies in ``batch.acted`` with a pending action, as one
+        :data:`TransitionBatch`; an empty list in test mode or when none completed."""
+        pending = self._copy_pending.get(slot)
+        if pending is None:
+            return []
+        copies = self._copies(batch)
+        states, actions, waiting = pending
+        rows = np.flatnonzero(batch.acted & waiting)
+        if not rows.shape[0]:
+            return []
+        next_states = _state_indices(_unwrap(batch.observations, None)[0], self.n_states, copies)
+        for copy, final in batch.final_observations.items():
+            if final is not None:
+                next_states[copy] = _state_index(_unwrap(final, None)[0], self.n_states)
+        waiting[rows] = False
+        return [{
+            "states": states[rows],
+            "actions": actions[rows],
+            "rewards": np.asarray(batch.rewards, dtype=np.float64)[rows],
+            "next_states": next_states[rows],
+            "terminated": np.asarray(batch.terminated, dtype=bool)[rows],
+            "truncated": np.asarray(batch.truncated, dtype=bool)[rows],
+        }]
+
+    def _copies(self, batch: Batch) -> int:
+        if batch.copies != self.context.copies:
+            raise MosaicError(f"a batch of {batch.copies} copies for a muscle set up for "
+                              f"{self.context.copies}")
+        return batch.copies
+
     def apply_update(self, update: Any) -> None:
         """Replace the local table with ``update["q"]`` (``MosaicError`` if it has another
         shape)."""
@@ -265,9 +382,11 @@ class TabularQBrain(Brain):
       (or a test run's ``load_checkpoint``) can play.
 
     Update: ``Q[s, a] += alpha * (r + gamma * max Q[s'] * (not terminated) - Q[s, a])``; a
-    truncated episode still bootstraps from ``s'``. :meth:`learn` returns ``{"q": copy}`` on the
-    schedule and ``None`` otherwise. :meth:`state` is ``{"q": table}``; the per-muscle schedule
-    counters are not part of it.
+    truncated episode still bootstraps from ``s'``. :meth:`learn` takes a :data:`Transition` or
+    a :data:`TransitionBatch` (what a muscle with copies sends), whose rows count as that many
+    transitions, learnt in order. It returns ``{"q": copy}`` on the schedule and ``None``
+    otherwise. :meth:`state` is ``{"q": table}``; the per-muscle schedule counters are not part
+    of it.
     """
 
     def setup(self, context: BrainContext) -> None:
@@ -292,7 +411,10 @@ class TabularQBrain(Brain):
         self._since_update: dict[str, int] = {}
 
     def learn(self, muscle: str, experience: Any) -> dict[str, np.ndarray] | None:
-        """Apply one Q-learning update; return ``{"q": table}`` when ``muscle``'s turn is due."""
+        """Apply one Q-learning update per transition; return ``{"q": table}`` when
+        ``muscle``'s turn is due."""
+        if isinstance(experience, Mapping):
+            return self._learn_batch(muscle, experience)
         try:
             state, action, reward, next_state, terminated, truncated = experience
             state, action, next_state = int(state), int(action), int(next_state)
@@ -305,12 +427,48 @@ class TabularQBrain(Brain):
                 and 0 <= action < self.n_actions):
             raise MosaicError(f"transition {experience!r} outside the table "
                               f"({self.n_states} states, {self.n_actions} actions)")
+        self._update(state, action, reward, next_state, bool(terminated))
+        return self._answer(muscle, 1, bool(terminated or truncated))
+
+    def _learn_batch(self, muscle: str, experience: Mapping[str, Any]
+                     ) -> dict[str, np.ndarray] | None:
+        try:
+            states, actions, next_states = (np.asarray(experience[name], dtype=np.int64)
+                                            for name in ("states", "actions", "next_states"))
+            rewards = np.asarray(experience["rewards"], dtype=np.float64)
+            terminated = np.asarray(experience["terminated"], dtype=bool)
+            truncated = np.asarray(experience["truncated"], dtype=bool)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MosaicError(f"{type(self).__name__} expects a transition batch with "
+                              f"{', '.join(_TRANSITION_FIELDS)}; got {experience!r:.120}") from exc
+        columns = (states, actions, rewards, next_states, terminated, truncated)
+        if states.ndim != 1 or any(column.shape != states.shape for column in columns):
+            raise MosaicError(f"a transition batch needs columns of one length; got shapes "
+                              f"{[column.shape for column in columns]}")
+        if states.shape[0] and not (
+                min(states.min(), next_states.min()) >= 0
+                and max(states.max(), next_states.max()) < self.n_states
+                and actions.min() >= 0 and actions.max() < self.n_actions):
+            raise MosaicError(f"a transition batch outside the table ({self.n_states} states, "
+                              f"{self.n_actions} actions)")
+        # Plain Python values, so that each row is learnt exactly as a Transition would be.
+        for row in zip(states.tolist(), actions.tolist(), rewards.tolist(),
+                       next_states.tolist(), terminated.tolist(), strict=True):
+            self._update(*row)
+        return self._answer(muscle, states.shape[0], bool((terminated | truncated).any()))
+
+    def _update(self, state: int, action: int, reward: float, next_state: int,
+                terminated: bool) -> None:
         target = reward
         if not terminated:
             target += self.discount * float(self.q[next_state].max())
         self.q[state, action] += self.learning_rate * (target - self.q[state, action])
-        count = self._since_update.get(muscle, 0) + 1
-        due = (count >= self.update_every) if self.update_every else bool(terminated or truncated)
+
+    def _answer(self, muscle: str, transitions: int, ended: bool) -> dict[str, np.ndarray] | None:
+        """The table if ``muscle``'s turn is due after ``transitions`` more (``ended``: one of
+        them ended an episode)."""
+        count = self._since_update.get(muscle, 0) + transitions
+        due = (count >= self.update_every) if self.update_every else ended
         if due:
             self._since_update[muscle] = 0
             return {"q": self.q.copy()}
