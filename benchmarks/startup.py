@@ -22,7 +22,6 @@ Usage: python benchmarks/startup.py [--repeat 5]
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -33,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.throughput import mosaic_command  # noqa: E402 (the repository root, first)
+from benchmarks.throughput import timed_run  # noqa: E402 (the repository root, first)
 
 ONE_AGENT = """\
 uid: startup-1
@@ -92,20 +91,7 @@ def many_agents(count: int) -> str:
 
 def startup(folder: Path, name: str, experiment_text: str) -> float:
     """Seconds from launching ``mosaic experiment-start`` to the run's first step."""
-    experiment = folder / f"{name}.yml"
-    experiment.write_text(experiment_text)
-    store = folder / f"{name}-{time.monotonic_ns()}.sqlite"
-    timings = folder / "timings.json"
-    launched = time.time()
-    result = subprocess.run([*mosaic_command(), "experiment-start", str(experiment), "--store",
-                             str(store), "--quiet", "--timings", str(timings)],
-                            capture_output=True, text=True, timeout=600)
-    if result.returncode != 0:
-        raise SystemExit(f"mosaic failed:\n{result.stderr}")
-    first_step_at = json.loads(timings.read_text())["first_step_at"]
-    if first_step_at is None:
-        raise SystemExit(f"{name}: the run took no step")
-    return float(first_step_at) - launched
+    return timed_run(folder, experiment_text, name)["startup_s"]
 
 
 def reference() -> float:

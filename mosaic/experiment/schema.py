@@ -34,7 +34,7 @@ from pydantic import (
     model_validator,
 )
 
-from mosaic.agents import Brain, Mode, Muscle
+from mosaic.agents import Brain, Mode, Muscle, NoOpBrain
 from mosaic.core.config_problems import (
     Loc,
     Problem,
@@ -788,7 +788,8 @@ class Experiment(ExperimentFile):
                                         copy.deepcopy({**agent.params, **agent.brain.params})),
                     muscle=ComponentSpec(agent.muscle.class_path,
                                          copy.deepcopy({**agent.params, **agent.muscle.params})),
-                    brain_placement=agent.placement.brain or self.placement,
+                    brain_placement=agent.placement.brain or (
+                        "thread" if _learns_nothing(agent.brain.class_path) else self.placement),
                     muscle_placement=agent.placement.muscle or self.placement,
                     load=None if agent.load is None else LoadRecord(**agent.load.model_dump()),
                     checkpoint_every=agent.checkpoint_every,
@@ -801,3 +802,9 @@ class Experiment(ExperimentFile):
 def _run_seed(seed: int, run_index: int) -> int:
     state = np.random.SeedSequence(seed, spawn_key=(run_index,)).generate_state(1, np.uint32)
     return int(state[0])
+
+
+def _learns_nothing(brain: str) -> bool:
+    """Whether ``brain`` is the NoOpBrain: it runs in a thread unless the file places it, since a
+    process of its own would cost start-up time and memory for a brain that does nothing."""
+    return import_object(brain) is NoOpBrain

@@ -52,6 +52,10 @@ def _proves(credentials: Credentials, mechanism: bytes, proof: list[bytes]) -> b
     return False  # NULL, or a mechanism mosaic never offers
 
 
+#: The name of the gatekeeper's thread: one per process that serves ipc or tcp, until it exits.
+GATEKEEPER_THREAD = "mosaic-zap-gatekeeper"
+
+
 class _Gatekeeper(ThreadAuthenticator):
     """pyzmq's ZAP thread, answering from the credentials of the runs this process serves."""
 
@@ -85,6 +89,7 @@ def admit(credentials: Credentials) -> None:
         if _gatekeeper is None:
             gatekeeper = _Gatekeeper(context(), log=logging.getLogger(f"{__name__}.zap"))
             gatekeeper.start()
+            gatekeeper.thread.name = GATEKEEPER_THREAD
             _gatekeeper = gatekeeper
             atexit.register(_stop_gatekeeper)
 

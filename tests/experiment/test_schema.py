@@ -178,8 +178,16 @@ class TestRunConfig:
         config = experiment.run_config(1).to_dict()
         assert _is_plain(config)
         assert json.loads(json.dumps(config)) == config
-        assert config["agents"][0]["placement"] == {"brain": "process", "muscle": "thread"}
+        # A NoOpBrain learns nothing: it stays in a thread unless the file places it.
+        assert config["agents"][0]["placement"] == {"brain": "thread", "muscle": "thread"}
         assert config["agents"][0]["brain"]["class"] == "mosaic.agents:NoOpBrain"
+
+    def test_a_noop_brain_runs_in_a_process_only_when_the_file_says_so(
+            self, write: Callable[[str], Path]) -> None:
+        text = TWO_AGENTS.replace("placement: {muscle: thread}",
+                                  "placement: {brain: process, muscle: thread}")
+        config = load_experiment(write(text)).run_config(1).to_dict()
+        assert config["agents"][0]["placement"] == {"brain": "process", "muscle": "thread"}
 
     def test_it_travels_in_a_message_unchanged(self, experiment: Experiment) -> None:
         config = experiment.run_config(2)
@@ -190,7 +198,8 @@ class TestRunConfig:
         config = experiment.run_config(0)
         assert [env.placement for env in config.environments] == ["thread", "process"]
         left, right = config.agents
-        assert (left.brain_placement, left.muscle_placement) == ("process", "thread")
+        # The run's process placement would reach left's brain, but a NoOpBrain stays in a thread.
+        assert (left.brain_placement, left.muscle_placement) == ("thread", "thread")
         assert (right.brain_placement, right.muscle_placement) == ("thread", "thread")
 
     def test_components_are_normalised_with_merged_params(self, experiment: Experiment) -> None:
