@@ -23,6 +23,7 @@ __all__ = [
     "experiments",
     "meta",
     "metadata",
+    "metrics",
     "runs",
     "steps",
     "transitions",
@@ -127,6 +128,23 @@ steps = sa.Table(
     sa.Column("truncated", sa.Boolean, nullable=False),
     sa.Column("copy", sa.Integer, nullable=False, server_default="0"),
     sa.Index("ix_steps_run_episode_step", "run_id", "environment", "episode", "step"),
+)
+
+metrics = sa.Table(
+    # Named scalars that brains and muscles report (context.log_metric): a loss per update, an
+    # epsilon per episode. A store made before this table gets it from its next writer.
+    "metrics",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id"), nullable=False),
+    sa.Column("agent", sa.String(255), nullable=False),
+    sa.Column("source", sa.String(255), nullable=False),  # the brain's or muscle's uid
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("value", sa.Double, nullable=False),
+    sa.Column("episode", sa.Integer),  # episodes of the run ended when it was reported
+    sa.Column("step", sa.BigInteger),  # env steps of the run when it was reported
+    sa.Column("at", sa.Double, nullable=False),
+    sa.Index("ix_metrics_run_name", "run_id", "name"),
 )
 
 STEP_COLUMNS = (
