@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+import multiprocessing
+import signal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium
@@ -87,16 +90,13 @@ def make_vector_environment(spec: str, params: Mapping[str, Any], copies: int,
     if kind == "pettingzoo":
         raise MosaicError(f"environment {spec!r}: copies: takes Gymnasium environments; a "
                           "PettingZoo environment's agents already act side by side")
-    disabled = {"autoreset_mode": AutoresetMode.DISABLED}
     if kind == "gymnasium":
         if vector_mode == "native":
             return VectorAdapter(gymnasium.make_vec(target, num_envs=copies,
                                                     vectorization_mode="vector_entry_point",
                                                     **dict(params)), max_steps)
-        return VectorAdapter(gymnasium.make_vec(target, num_envs=copies,
-                                                vectorization_mode=vector_mode,
-                                                vector_kwargs=disabled, **dict(params)),
-                             max_steps)
+        return _copies(functools.partial(gymnasium.make, target, **dict(params)), copies,
+                       vector_mode, max_steps)
     made = _call_factory(spec, params)
     if isinstance(made, VectorEnv):
         if made.num_envs != copies:
@@ -111,12 +111,37 @@ def make_vector_environment(spec: str, params: Mapping[str, Any], copies: int,
     if vector_mode == "native":
         raise MosaicError(f"environment {spec!r}: vector_mode: native needs a registered "
                           "Gymnasium id with a vector_entry_point ('gymnasium:<id>')")
-    make = functools.partial(import_object(spec), **dict(params))
+    return _copies(functools.partial(import_object(spec), **dict(params)), copies, vector_mode,
+                   max_steps)
+
+
+def _copies(make: Callable[[], gymnasium.Env[Any, Any]], copies: int, vector_mode: str,
+            max_steps: int | None) -> VectorAdapter:
+    """``copies`` environments from ``make`` in a Sync- or AsyncVectorEnv that mosaic resets."""
     if vector_mode == "sync":
         return VectorAdapter(SyncVectorEnv([make] * copies,
                                            autoreset_mode=AutoresetMode.DISABLED), max_steps)
-    return VectorAdapter(AsyncVectorEnv([make] * copies, autoreset_mode=AutoresetMode.DISABLED),
+    # Spawned, so that a copy's process does not inherit this one's ZeroMQ and actor threads.
+    return VectorAdapter(AsyncVectorEnv([_WithoutInterrupts(make)] * copies,
+                                        autoreset_mode=AutoresetMode.DISABLED, context="spawn"),
                          max_steps)
+
+
+@dataclass(frozen=True)
+class _WithoutInterrupts:
+    """Makes an environment in a copy's own process, which then ignores SIGINT.
+
+    Ctrl-C reaches every process of the terminal's group; the run stops its environments in
+    order, so a copy's process must not die of it first (and print its traceback).
+    """
+
+    make: Callable[[], gymnasium.Env[Any, Any]]
+
+    def __call__(self) -> gymnasium.Env[Any, Any]:
+        # AsyncVectorEnv also calls it here, for the spaces: only a copy's process ignores.
+        if multiprocessing.parent_process() is not None:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        return self.make()
 
 
 def _call_factory(spec: str, params: Mapping[str, Any]) -> Any:

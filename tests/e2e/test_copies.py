@@ -4,9 +4,21 @@ recorded with its copy index and seed."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+
 import pytest
 
-from tests.e2e.cli import query, run_mosaic, write_experiment
+from tests.e2e.cli import (
+    REPO,
+    finish,
+    mosaic_command,
+    query,
+    run_mosaic,
+    wait_for_steps,
+    write_experiment,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -138,3 +150,27 @@ def test_a_bad_copies_entry_is_exit_2_naming_the_key(tmp_path, process_tag, entr
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
     assert str(path) in result.stderr
+
+
+def test_ctrl_c_to_the_terminal_group_cancels_async_copies_cleanly(tmp_path, process_tag):
+    """Ctrl-C reaches every process of the group, the copies' own processes too: the run still
+    ends cancelled, in order, with exit 130 and no traceback, and leaves nothing behind."""
+    text = COPIES.format(episodes=1_000_000, placement="thread", env="gymnasium:CartPole-v1",
+                         muscle="mosaic.agents:RandomMuscle", copies="copies: 3",
+                         vector_mode="vector_mode: async", max_steps="")
+    store = tmp_path / "interrupted.sqlite"
+    path = write_experiment(tmp_path, text)
+    proc = subprocess.Popen([*mosaic_command(), "experiment-start", str(path), "--store",
+                             str(store)], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        wait_for_steps(store, proc, minimum=30, timeout=60)
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=30)
+    finally:
+        stderr = finish(proc)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    [(status,)] = query(store, "SELECT status FROM runs")
+    assert status == "cancelled"
