@@ -34,7 +34,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
 ORPHAN_LIMIT_S = 5.0
 
 #: Every component in a process of its own.
-LONG_RUN = cartpole(episodes=100_000, placement="process")
+# Every component in a process of its own, the brain too (a NoOpBrain stays in a thread unless
+# placed).
+LONG_RUN = cartpole(episodes=100_000, placement="process") + \
+    "        placement: {brain: process, muscle: process}\n"
 
 
 def describe_process(pid: int) -> str:
