@@ -14,6 +14,7 @@ __all__ = [
     "IllegalTransition",
     "MalformedFrame",
     "MessageFieldError",
+    "MissingExtra",
     "MosaicError",
     "ProtocolVersionMismatch",
     "RemoteError",
@@ -165,6 +166,16 @@ class IllegalTransition(MosaicError):
 
 class StoreError(MosaicError):
     """The results store could not be opened, written or read."""
+
+
+class MissingExtra(MosaicError, ImportError):
+    """An optional package is not installed; ``extra`` is the mosaic extra that installs it."""
+
+    def __init__(self, package: str, extra: str, purpose: str) -> None:
+        self.package = package
+        self.extra = extra
+        super().__init__(f"{purpose} needs {package}, which is not installed: "
+                         f"pip install 'mosaic[{extra}]'")
 
 
 class WorkerError(MosaicError):

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from mosaic.store._records import EpisodeSummary, RunDetail, RunSummary
+from mosaic.store._records import EpisodeStats, EpisodeSummary, RunDetail, RunSummary
 
 
 def format_runs_table(runs: Sequence[RunSummary]) -> str:
@@ -63,15 +63,7 @@ def format_run_detail(detail: RunDetail) -> str:
         ("process", f"pid {_text(detail.pid)} on {_text(detail.hostname)}"),
         ("episodes", f"{run.episodes} ({stats.count} recorded)"),
         ("steps", f"{run.steps} ({detail.step_rows} step rows stored)"),
-        (
-            "mean return",
-            _number(stats.mean_return)
-            + (
-                f" (min {_number(stats.min_return)}, max {_number(stats.max_return)})"
-                if stats.count
-                else ""
-            ),
-        ),
+        ("mean return", _mean_return(stats)),
         ("mean length", _number(stats.mean_steps) + (" steps" if stats.count else "")),
         ("digest", _text(detail.digest)),
     ]
@@ -123,6 +115,19 @@ def format_run_detail(detail: RunDetail) -> str:
     else:
         lines.append("  none recorded")
     return "\n".join(lines)
+
+
+def _mean_return(stats: EpisodeStats) -> str:
+    """Over the last episodes first: where a learning run ended, not its average on the way."""
+    if not stats.count:
+        return "-"
+    spread = f"min {_number(stats.min_return)}, max {_number(stats.max_return)}"
+    if stats.recent >= stats.count:
+        return f"{_number(stats.mean_return)} over all {stats.count} episodes ({spread})"
+    return (
+        f"{_number(stats.recent_mean_return)} over the last {stats.recent} episodes "
+        f"({_number(stats.mean_return)} over all {stats.count}, {spread})"
+    )
 
 
 def _episode_cells(ep: EpisodeSummary) -> list[str]:

@@ -57,7 +57,11 @@ class EpisodeSummary:
 
 @dataclass(frozen=True)
 class EpisodeStats:
-    """Aggregates over all recorded episodes of a run (None when there are none)."""
+    """Aggregates over all recorded episodes of a run (None when there are none).
+
+    ``recent_mean_return`` is the mean return of the last ``recent`` episodes to end: all of
+    them when the run recorded fewer than it was asked for.
+    """
 
     count: int
     total_steps: int
@@ -65,6 +69,8 @@ class EpisodeStats:
     mean_return: float | None
     min_return: float | None
     max_return: float | None
+    recent: int = 0
+    recent_mean_return: float | None = None
 
 
 @dataclass(frozen=True)

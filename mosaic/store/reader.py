@@ -16,13 +16,15 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import sqlalchemy as sa
 
 from mosaic.core.errors import StoreError
+from mosaic.core.extras import require
 from mosaic.store import schema
 from mosaic.store._format import format_run_detail, format_runs_table
+from mosaic.store._frames import episodes_frame, metric_names, metrics_frame, run_phase, steps_frame
 from mosaic.store._liveness import STALE_AFTER, run_status
 from mosaic.store._records import (
     EpisodeStats,
@@ -32,8 +34,12 @@ from mosaic.store._records import (
     StepRecord,
     Transition,
 )
+from mosaic.store._select import resolve_run, select_runs
 from mosaic.store._values import Decode, decompressing
 from mosaic.store.url import locate, open_engine
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "STALE_AFTER",
@@ -51,6 +57,9 @@ __all__ = [
 
 # How many of the first and of the last episodes a run detail shows.
 EPISODES_SHOWN = 5
+#: Over how many of its last episodes a run detail gives the mean return: where a learner
+#: stands at the end, which the mean over all its episodes understates.
+RECENT_EPISODES = 100
 
 
 def open_store(
@@ -132,10 +141,15 @@ class Store:
         now = time.time()
         return [self._summary(row, now) for row in rows]
 
-    def show_run(self, run: str | int, *, episodes_shown: int = EPISODES_SHOWN) -> RunDetail:
+    def show_run(
+        self, run: str | int, *, episodes_shown: int = EPISODES_SHOWN,
+        recent: int = RECENT_EPISODES,
+    ) -> RunDetail:
         """Details of one run, named by uid, a unique uid prefix, or integer id.
 
-        Raises StoreError naming the candidates if ``run`` matches several runs, or none.
+        Its episode stats include the mean return of its last ``recent`` episodes (in the order
+        they ended). Raises StoreError naming the candidates if ``run`` matches several runs,
+        or none.
         """
         r, e = schema.runs, schema.episodes
         with self._reading() as conn:
@@ -159,6 +173,11 @@ class Store:
                     sa.func.max(e.c.total_return),
                 ).where(e.c.run_id == run_id)
             ).one()
+            last_ones = (
+                sa.select(e.c.total_return).where(e.c.run_id == run_id)
+                .order_by(e.c.id.desc()).limit(max(recent, 1)).subquery()
+            )
+            recent_mean = conn.execute(sa.select(sa.func.avg(last_ones.c.total_return))).scalar()
             stats = EpisodeStats(
                 count=int(agg[0]),
                 total_steps=int(agg[1]),
@@ -166,6 +185,8 @@ class Store:
                 mean_return=_float(agg[3]),
                 min_return=_float(agg[4]),
                 max_return=_float(agg[5]),
+                recent=min(max(recent, 1), int(agg[0])),
+                recent_mean_return=_float(recent_mean),
             )
             base = sa.select(e).where(e.c.run_id == run_id)
             first = conn.execute(base.order_by(e.c.id).limit(episodes_shown)).all()
@@ -228,6 +249,85 @@ class Store:
             query = query.limit(limit)
         return self._iter_steps(query, decode)
 
+    # -- tables of several runs (pandas, the ``results`` extra) --------------------------------
+
+    def select_runs(self, *runs: str | int, experiment: str | None = None) -> dict[int, str]:
+        """The runs named (as for :meth:`show_run`), then those of experiment uid
+        ``experiment``: id -> uid, each once, in that order.
+
+        Raises StoreError for an unknown or ambiguous run, an unknown experiment, or no runs.
+        """
+        with self._reading() as conn:
+            return select_runs(conn, runs, experiment, self._where)
+
+    def runs_frame(self, *runs: str | int, experiment: str | None = None) -> pd.DataFrame:
+        """The selected runs (see :meth:`select_runs`) as a DataFrame, one row per run.
+
+        Columns: ``run`` (uid), ``run_id``, ``experiment``, ``experiment_id``, ``run_index``,
+        ``phase`` (None without phases), ``seed``, ``status``, ``started_at``, ``ended_at``
+        (UTC), ``duration`` (s), ``episodes``, ``steps``, ``mean_return`` and ``error`` as in
+        :class:`RunSummary`, and ``config``, the experiment's stored config (a dict). Raises
+        MissingExtra without pandas.
+        """
+        pd = require("pandas", "a DataFrame of runs")
+        selected = self.select_runs(*runs, experiment=experiment)
+        with self._reading() as conn:
+            rows = {row.id: row for row in conn.execute(
+                _summary_query().where(schema.runs.c.id.in_(list(selected))))}
+        now = time.time()
+        records = []
+        for run_id in selected:
+            row, summary = rows[run_id], self._summary(rows[run_id], now)
+            records.append((
+                summary.uid, summary.id, summary.experiment, row.experiment_id, summary.run_index,
+                run_phase(summary.uid, summary.run_index), summary.seed, summary.status,
+                summary.started_at, summary.ended_at, summary.duration, summary.episodes,
+                summary.steps, summary.mean_return, summary.error, row.experiment_config,
+            ))
+        return pd.DataFrame.from_records(records, columns=list(RUN_COLUMNS))
+
+    def episodes_frame(self, *runs: str | int, experiment: str | None = None) -> pd.DataFrame:
+        """The episodes of the selected runs (see :meth:`select_runs`) as a DataFrame.
+
+        One row per episode, each run's in the order they ended, with the columns of
+        ``mosaic.store._frames.EPISODE_COLUMNS`` and one ``return_<agent>`` column per
+        environment agent. Raises MissingExtra without pandas.
+        """
+        selected = self.select_runs(*runs, experiment=experiment)
+        with self._reading() as conn:
+            return episodes_frame(conn, selected)
+
+    def steps_frame(self, *runs: str | int, experiment: str | None = None) -> pd.DataFrame:
+        """The step rows of the selected runs (see :meth:`select_runs`) as a DataFrame.
+
+        Observations and actions are decoded as by :meth:`steps`, one object per cell; every
+        row is read into memory. Raises StoreError on a row that cannot be decoded, and
+        MissingExtra without pandas.
+        """
+        decode = decompressing(self._decode if self._decode is not None else _default_decode())
+        selected = self.select_runs(*runs, experiment=experiment)
+        with self._reading() as conn:
+            return steps_frame(conn, selected, decode)
+
+    def metrics_frame(
+        self, *runs: str | int, experiment: str | None = None, name: str | None = None
+    ) -> pd.DataFrame:
+        """The metrics the selected runs' brains and muscles reported, as a DataFrame.
+
+        Columns: ``run``, ``run_id``, ``agent``, ``source``, ``name``, ``value``, ``episode``
+        and ``step`` (the run's ended episodes and env steps when reported; nullable) and
+        ``at``; only metric ``name`` if given. Raises MissingExtra without pandas.
+        """
+        selected = self.select_runs(*runs, experiment=experiment)
+        with self._reading() as conn:
+            return metrics_frame(conn, selected, None if name is None else [name])
+
+    def metric_names(self, *runs: str | int, experiment: str | None = None) -> list[str]:
+        """The names of the metrics recorded for the selected runs, sorted."""
+        selected = self.select_runs(*runs, experiment=experiment)
+        with self._reading() as conn:
+            return metric_names(conn, list(selected))
+
     def _iter_steps(self, query: sa.Select[Any], decode: Decode) -> Iterator[StepRecord]:
         with self._reading() as conn:
             result = conn.execution_options(yield_per=1000).execute(query)
@@ -258,44 +358,7 @@ class Store:
         return _Reading(self._engine, self._where)
 
     def _resolve(self, conn: sa.Connection, run: str | int) -> int:
-        r = schema.runs
-        if isinstance(run, int) and not isinstance(run, bool):
-            found = conn.execute(sa.select(r.c.id).where(r.c.id == run)).scalar_one_or_none()
-            if found is None:
-                raise StoreError(f"no run with id {run} in {self._where}")
-            return int(found)
-        text = str(run)
-        exact = conn.execute(sa.select(r.c.id).where(r.c.uid == text)).scalar_one_or_none()
-        if exact is not None:
-            return int(exact)
-        candidates = (
-            {
-                row.id: row.uid
-                for row in conn.execute(
-                    sa.select(r.c.id, r.c.uid)
-                    .where(sa.func.substr(r.c.uid, 1, len(text)) == text)
-                    .order_by(r.c.id)
-                    .limit(11)
-                )
-            }
-            if text
-            else {}
-        )
-        if text.isdigit():
-            row = conn.execute(sa.select(r.c.id, r.c.uid).where(r.c.id == int(text))).one_or_none()
-            if row is not None:
-                candidates[row.id] = row.uid
-        if len(candidates) == 1:
-            return int(next(iter(candidates)))
-        if not candidates:
-            recent = conn.execute(sa.select(r.c.uid).order_by(r.c.id.desc()).limit(5)).scalars()
-            hint = ", ".join(recent) or "the store holds no runs"
-            raise StoreError(
-                f"no run {text!r} in {self._where}: no uid starts with it (latest: {hint})"
-            )
-        shown = ", ".join(f"{uid} (id {rid})" for rid, uid in sorted(candidates.items())[:10])
-        more = " and more" if len(candidates) > 10 else ""
-        raise StoreError(f"{text!r} matches several runs: {shown}{more}; give more of the uid")
+        return resolve_run(conn, run, self._where)
 
     def _summary(self, row: Any, now: float) -> RunSummary:
         status = run_status(row, now, self._hostname, self._stale_after)
@@ -372,6 +435,7 @@ def _summary_query() -> sa.Select[Any]:
             r,
             x.c.uid.label("experiment"),
             x.c.file.label("experiment_file"),
+            x.c.config.label("experiment_config"),
             agg.c.recorded_episodes,
             agg.c.recorded_steps,
             agg.c.mean_return,
@@ -379,6 +443,13 @@ def _summary_query() -> sa.Select[Any]:
         .join(x, x.c.id == r.c.experiment_id)
         .outerjoin(agg, agg.c.run_id == r.c.id)
     )
+
+
+#: The columns of :meth:`Store.runs_frame`.
+RUN_COLUMNS = (
+    "run", "run_id", "experiment", "experiment_id", "run_index", "phase", "seed", "status",
+    "started_at", "ended_at", "duration", "episodes", "steps", "mean_return", "error", "config",
+)
 
 
 def _episode(row: Any) -> EpisodeSummary:

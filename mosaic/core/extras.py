@@ -1,0 +1,28 @@
+"""Optional packages: imported on first use, with the extra that installs them named on failure.
+
+The base install stays what every component process needs; reading results as tables and
+plots takes the ``results`` extra (pandas, pyarrow and matplotlib).
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from mosaic.core.errors import MissingExtra
+
+__all__ = ["RESULTS", "require"]
+
+#: The extra with the packages that turn a store into tables, files and plots.
+RESULTS = "results"
+
+
+def require(module: str, purpose: str, extra: str = RESULTS) -> ModuleType:
+    """Import ``module``, or raise MissingExtra naming ``extra`` and what it was needed for.
+
+    ``purpose`` completes "<purpose> needs <package>", as in ``"a DataFrame of episodes"``.
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingExtra(module.partition(".")[0], extra, purpose) from exc
