@@ -19,6 +19,7 @@ import click
 from mosaic.cli.console import configure_logging, exit_with_error
 from mosaic.cli.evaluate import evaluate, manual
 from mosaic.cli.keys import keys
+from mosaic.cli.results import export, plot
 from mosaic.core.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_SIGNAL
 
 
@@ -168,18 +169,25 @@ def runs_list(store: str | None, experiment: str | None) -> None:
 @click.argument("run")
 @click.option("--store", metavar="PATH", help="The results file.")
 @click.option("--experiment", metavar="FILE", help="Find the results file from an experiment file.")
-def runs_show(run: str, store: str | None, experiment: str | None) -> None:
-    """Show one run (uid, unique prefix or id): transitions, episodes, steps."""
+@click.option("--last", "last", type=click.IntRange(min=1), default=100, show_default=True,
+              metavar="N", help="Give the mean return of the last N episodes to end.")
+def runs_show(run: str, store: str | None, experiment: str | None, last: int) -> None:
+    """Show one run (uid, unique prefix or id): transitions, episodes, steps.
+
+    Its mean return is over its last N episodes (--last), and over all of them.
+    """
     from mosaic.core.errors import StoreError
     from mosaic.store import format_run_detail, open_store
 
     try:
         with open_store(_store_path(store, experiment)) as opened:
-            click.echo(format_run_detail(opened.show_run(run)))
+            click.echo(format_run_detail(opened.show_run(run, recent=last)))
     except StoreError as error:
         exit_with_error(error, EXIT_BAD_INPUT)
 
 
+runs.add_command(plot)
+runs.add_command(export)
 cli.add_command(keys)
 cli.add_command(evaluate)
 cli.add_command(manual)
