@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from mosaic.actors.metrics import reported
 from mosaic.actors.slots import slots_from_specs
 from mosaic.agents import Brain, BrainContext
+from mosaic.agents.metrics import MetricLog
 from mosaic.core.checkpoints import load_state, save_state
 from mosaic.core.errors import MosaicError
 from mosaic.core.imports import import_object
@@ -34,6 +36,9 @@ class BrainActor(Component):
 
     It is set up by the agent conductor, and from then on serves the muscles named in its
     set-up only.
+
+    Metrics the brain reports (``context.log_metric``) ride on its next answer to any muscle,
+    which passes them on to the simulation controller.
     """
 
     def __init__(self, uid: str) -> None:
@@ -42,6 +47,7 @@ class BrainActor(Component):
         self._muscles: set[str] = set()
         self._served: frozenset[str] = frozenset()
         self._save_path: str | None = None
+        self._metrics = MetricLog()
 
     def accepts(self, message: Message, sender: str | None) -> bool:
         if isinstance(message, BrainSetupRequest):
@@ -58,6 +64,7 @@ class BrainActor(Component):
                                slots=slots_from_specs(request.sensors, request.actuators),
                                seed=check_seed(request.seed), mode=request.mode,  # type: ignore[arg-type]
                                params=dict(request.brain.params))
+        self._metrics = context.metrics
         brain = cls()
         brain.setup(context)
         checkpoints = request.checkpoints
@@ -82,17 +89,20 @@ class BrainActor(Component):
     def _sync(self, request: BrainSyncRequest) -> MuscleUpdateResponse:
         if self._brain is None:
             raise MosaicError(f"brain {self.uid!r} was not set up")
-        return MuscleUpdateResponse(self._brain.sync(request.muscle_uid))
+        update = self._brain.sync(request.muscle_uid)
+        return MuscleUpdateResponse(update, reported(self.uid, self._metrics))
 
     @handles(BrainCheckpointRequest)
     def _checkpoint(self, request: BrainCheckpointRequest) -> BrainCheckpointResponse:
-        return BrainCheckpointResponse(self.uid, self._save())
+        path = self._save()
+        return BrainCheckpointResponse(self.uid, path, reported(self.uid, self._metrics))
 
     @handles(MuscleUpdateRequest)
     def _learn(self, request: MuscleUpdateRequest) -> MuscleUpdateResponse:
         if self._brain is None:
             raise MosaicError(f"brain {self.uid!r} was not set up")
-        return MuscleUpdateResponse(self._brain.learn(request.muscle_uid, request.experience))
+        update = self._brain.learn(request.muscle_uid, request.experience)
+        return MuscleUpdateResponse(update, reported(self.uid, self._metrics))
 
     @handles(BrainShutdownRequest)
     def _shutdown(self, request: BrainShutdownRequest) -> BrainShutdownResponse:
@@ -100,7 +110,8 @@ class BrainActor(Component):
         if not self._muscles:
             self._save()
             self.request_stop()
-        return BrainShutdownResponse(self.uid, len(self._muscles))
+        return BrainShutdownResponse(self.uid, len(self._muscles),
+                                     reported(self.uid, self._metrics))
 
     def on_shutdown(self) -> None:
         if self._brain is not None:

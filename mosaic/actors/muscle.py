@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from mosaic.actors.metrics import reported
 from mosaic.actors.slots import slots_from_specs
 from mosaic.agents import Muscle, MuscleContext
 from mosaic.agents.batch import Batch
+from mosaic.agents.metrics import MetricLog, PendingMetrics
 from mosaic.agents.per_copy import PerCopyMuscles
 from mosaic.core.errors import MosaicError
 from mosaic.core.imports import import_object
@@ -22,6 +24,7 @@ from mosaic.messages import (
     BrainShutdownResponse,
     BrainSyncRequest,
     Message,
+    Metric,
     MuscleSetupRequest,
     MuscleSetupResponse,
     MuscleShutdownRequest,
@@ -44,6 +47,11 @@ class MuscleActor(Component):
     slot's reward goes to ``feedback``, and experience it returns is sent to the brain, whose
     answer goes to ``apply_update``. Unless the episode ended, ``act`` picks an action for each
     acting slot of this muscle.
+
+    Metrics: what the muscle reported (``context.log_metric``) and what its brain's answers
+    carried ride on the muscle's next answer to the controller (the last ones on its
+    MuscleShutdownResponse). The brain's are held up to
+    :data:`~mosaic.agents.metrics.METRICS_PER_REPLY` between two answers, as the muscle's own.
     """
 
     def __init__(self, uid: str) -> None:
@@ -54,6 +62,8 @@ class MuscleActor(Component):
         self._slots: frozenset[str] = frozenset()
         self._checkpoint_every = 0
         self._episodes = 0
+        self._metrics = MetricLog()
+        self._relayed: PendingMetrics[Metric] = PendingMetrics(f"the brain of muscle {uid!r}")
 
     def accepts(self, message: Message, sender: str | None) -> bool:
         if isinstance(message, MuscleSetupRequest):
@@ -75,6 +85,7 @@ class MuscleActor(Component):
                                 environment=request.environment_uid, slots=slots,
                                 seed=check_seed(request.seed), mode=request.mode,  # type: ignore[arg-type]
                                 params=dict(request.muscle.params), copies=max(copies, 1))
+        self._metrics = context.metrics
         muscle = cls() if not copies or cls.acts_on_batches() else PerCopyMuscles(cls)
         muscle.setup(context)
         self._muscle = muscle
@@ -85,6 +96,8 @@ class MuscleActor(Component):
             self._brain = self.connect(request.brain_endpoint, peer=f"brain of {request.agent_uid}")
             answer = self._brain.request(BrainSyncRequest(self.uid), MuscleUpdateResponse,
                                          self._brain_timeout, self.check_interrupted)
+            if answer.metrics:
+                self._relayed.extend(answer.metrics)
             if answer.update is not None:
                 muscle.apply_update(answer.update)
         return MuscleSetupResponse(self.uid)
@@ -105,12 +118,11 @@ class MuscleActor(Component):
                 if experience is not None:
                     self._learn(muscle, experience)
         if request.terminated or request.truncated:
-            return AgentUpdateResponse(_NO_ACTIONS)
+            return AgentUpdateResponse(_NO_ACTIONS, self._reported())
         legal = request.legal_actions
-        return AgentUpdateResponse({
-            slot: muscle.act(slot, observations[slot], legal.get(slot))
-            for slot in request.acting if slot in self._slots
-        })
+        actions = {slot: muscle.act(slot, observations[slot], legal.get(slot))
+                   for slot in request.acting if slot in self._slots}
+        return AgentUpdateResponse(actions, self._reported())
 
     @handles(AgentBatchRequest)
     def _batch(self, request: AgentBatchRequest) -> AgentBatchResponse:
@@ -126,16 +138,26 @@ class MuscleActor(Component):
             for experience in muscle.feedback_batch(slot, batch):
                 self._learn(muscle, experience)
         self._episode_starts(int(o.starts.sum()))
-        return AgentBatchResponse(muscle.act_batch(slot, batch))
+        actions = muscle.act_batch(slot, batch)
+        return AgentBatchResponse(actions, self._reported())
+
+    def _reported(self) -> tuple[Metric, ...]:
+        """The metrics for the next answer: the brain's passed on, then the muscle's own."""
+        relayed = self._relayed
+        if not len(relayed):
+            return reported(self.uid, self._metrics)
+        return (*relayed.take(), *reported(self.uid, self._metrics))
 
     def _episode_starts(self, count: int) -> None:
         """``count`` episodes begin: ask the brain for the checkpoints that are due."""
         every = self._checkpoint_every
         for _ in range(count):
             if every and self._episodes and self._episodes % every == 0 and self._brain is not None:
-                self._brain.request(BrainCheckpointRequest(self.uid, self._episodes),
-                                    BrainCheckpointResponse, self._brain_timeout,
-                                    self.check_interrupted)
+                saved = self._brain.request(BrainCheckpointRequest(self.uid, self._episodes),
+                                            BrainCheckpointResponse, self._brain_timeout,
+                                            self.check_interrupted)
+                if saved.metrics:
+                    self._relayed.extend(saved.metrics)
             self._episodes += 1
 
     def _learn(self, muscle: Muscle, experience: Any) -> None:
@@ -144,6 +166,8 @@ class MuscleActor(Component):
         answer = self._brain.request(MuscleUpdateRequest(self.uid, experience),
                                      MuscleUpdateResponse, self._brain_timeout,
                                      self.check_interrupted)
+        if answer.metrics:
+            self._relayed.extend(answer.metrics)
         if answer.update is not None:
             muscle.apply_update(answer.update)
 
@@ -151,9 +175,11 @@ class MuscleActor(Component):
     def _shutdown(self, request: MuscleShutdownRequest) -> MuscleShutdownResponse:
         self.request_stop()
         if self._brain is not None:
-            self._brain.request(BrainShutdownRequest(self.uid), BrainShutdownResponse,
-                                self._brain_timeout, self.check_interrupted)
-        return MuscleShutdownResponse(self.uid)
+            answer = self._brain.request(BrainShutdownRequest(self.uid), BrainShutdownResponse,
+                                         self._brain_timeout, self.check_interrupted)
+            if answer.metrics:
+                self._relayed.extend(answer.metrics)
+        return MuscleShutdownResponse(self.uid, self._reported())
 
     def on_shutdown(self) -> None:
         if self._muscle is not None:

@@ -66,6 +66,7 @@ from mosaic.messages.experiment import (
     ExperimentStartRequest,
     ExperimentStartResponse,
 )
+from mosaic.messages.metric import NO_METRICS, Metric
 from mosaic.messages.run_config import (
     AgentPlan,
     CheckpointPaths,
@@ -94,6 +95,7 @@ from mosaic.messages.vector import (
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
+    "NO_METRICS",
     "PROTOCOL_VERSION",
     "ActuatorSpec",
     "AgentBatchRequest",
@@ -136,6 +138,7 @@ __all__ = [
     "ExperimentStartResponse",
     "LoadSpec",
     "Message",
+    "Metric",
     "MusclePlan",
     "MuscleSetupRequest",
     "MuscleSetupResponse",

@@ -7,6 +7,7 @@ from typing import Any
 
 from mosaic.messages._base import Record, Request, Response
 from mosaic.messages.common import ActuatorSpec, SensorSpec
+from mosaic.messages.metric import NO_METRICS, Metric
 from mosaic.messages.run_config import AgentPlan, CheckpointPaths, ComponentSpec
 
 __all__ = [
@@ -133,9 +134,13 @@ class AgentUpdateRequest(Request):
 
 @dataclass(frozen=True, slots=True)
 class AgentUpdateResponse(Response):
-    """Muscle actor -> SimulationController (hot path): one action per acting slot."""
+    """Muscle actor -> SimulationController (hot path): one action per acting slot.
+
+    ``metrics``: what the muscle, and its brain through it, reported since its last answer.
+    """
 
     actions: dict[str, Any]
+    metrics: tuple[Metric, ...] = NO_METRICS
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,9 +153,13 @@ class MuscleUpdateRequest(Request):
 
 @dataclass(frozen=True, slots=True)
 class MuscleUpdateResponse(Response):
-    """Brain -> muscle: what the brain's ``learn`` returned (None: nothing to apply)."""
+    """Brain -> muscle: what the brain's ``learn`` returned (None: nothing to apply).
+
+    ``metrics``: what the brain reported since its last answer; the muscle passes them on.
+    """
 
     update: Any
+    metrics: tuple[Metric, ...] = NO_METRICS
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,9 +171,11 @@ class MuscleShutdownRequest(Request):
 
 @dataclass(frozen=True, slots=True)
 class MuscleShutdownResponse(Response):
-    """Muscle actor -> SimulationController: stopped."""
+    """Muscle actor -> SimulationController: stopped; ``metrics`` are the last the muscle and
+    its brain reported."""
 
     muscle_uid: str
+    metrics: tuple[Metric, ...] = NO_METRICS
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,10 +187,12 @@ class BrainShutdownRequest(Request):
 
 @dataclass(frozen=True, slots=True)
 class BrainShutdownResponse(Response):
-    """Brain -> muscle: acknowledged; ``remaining`` muscles still use the brain."""
+    """Brain -> muscle: acknowledged; ``remaining`` muscles still use the brain. ``metrics``
+    are what the brain reported since its last answer."""
 
     brain_uid: str
     remaining: int
+    metrics: tuple[Metric, ...] = NO_METRICS
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,10 +205,12 @@ class BrainCheckpointRequest(Request):
 
 @dataclass(frozen=True, slots=True)
 class BrainCheckpointResponse(Response):
-    """Brain -> muscle: the state was saved at ``path`` (empty: nothing to save)."""
+    """Brain -> muscle: the state was saved at ``path`` (empty: nothing to save). ``metrics``
+    are what the brain reported since its last answer."""
 
     brain_uid: str
     path: str
+    metrics: tuple[Metric, ...] = NO_METRICS
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mosaic.messages._base import Record, Request, Response
+from mosaic.messages.metric import NO_METRICS, Metric
 
 __all__ = [
     "AgentBatchRequest",
@@ -74,6 +75,10 @@ class AgentBatchRequest(Request):
 
 @dataclass(frozen=True, slots=True)
 class AgentBatchResponse(Response):
-    """Muscle -> SimulationController (hot path): one action per copy, batched."""
+    """Muscle -> SimulationController (hot path): one action per copy, batched.
+
+    ``metrics``: what the muscle, and its brain through it, reported since its last answer.
+    """
 
     actions: Any
+    metrics: tuple[Metric, ...] = NO_METRICS
