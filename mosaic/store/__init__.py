@@ -17,13 +17,14 @@ from mosaic.store.reader import (
     open_store,
 )
 from mosaic.store.schema import RUN_STATUSES, SCHEMA_VERSION
-from mosaic.store.writer import StepRow, StoreWriter, WriterStats
+from mosaic.store.writer import MetricRow, StepRow, StoreWriter, WriterStats
 
 __all__ = [
     "RUN_STATUSES",
     "SCHEMA_VERSION",
     "EpisodeStats",
     "EpisodeSummary",
+    "MetricRow",
     "RunDetail",
     "RunSummary",
     "StepRecord",

@@ -19,9 +19,14 @@ StepRow = tuple[Any, ...]
 truncated, copy)``; observation and action are raw Python/NumPy values, encoded by the writer
 thread. ``copy`` (the copy of an environment with ``copies:``) may be left out: it is then 0."""
 
+MetricRow = tuple[Any, ...]
+"""``(run_id, agent, source, name, value, episode, step, at)``: one metric a brain or muscle
+reported (``source``, its uid), with the run's episodes ended and steps taken at the time, and
+the time it was reported (seconds since the epoch)."""
+
 
 # Kinds of queued items.
-STEPS, TRANSITION, EPISODE, FINISH, CALL, FLUSH, STOP = range(7)
+STEPS, TRANSITION, EPISODE, FINISH, CALL, FLUSH, STOP, METRICS = range(8)
 
 _next_seq = (
     sa.select(sa.func.coalesce(sa.func.max(schema.transitions.c.seq), 0) + 1)
@@ -59,12 +64,13 @@ class Batch:
     retried item by item, losing only the offending items.
     """
 
-    __slots__ = ("episodes", "finishes", "steps", "transitions", "units")
+    __slots__ = ("episodes", "finishes", "metrics", "steps", "transitions", "units")
 
     def __init__(self) -> None:
         self.steps: list[tuple[Any, ...]] = []
         self.transitions: list[dict[str, Any]] = []
         self.episodes: list[dict[str, Any]] = []
+        self.metrics: list[dict[str, Any]] = []
         self.finishes: list[dict[str, Any]] = []
         self.units: list[tuple[int, Any]] = []
 
@@ -76,11 +82,14 @@ class Batch:
             self.transitions.append(params)
         elif kind == EPISODE:
             self.episodes.append(params)
+        elif kind == METRICS:
+            self.metrics.extend(params)
         else:
             self.finishes.append(params)
 
     def rows(self) -> int:
-        return len(self.steps) + len(self.transitions) + len(self.episodes) + len(self.finishes)
+        return (len(self.steps) + len(self.transitions) + len(self.episodes) + len(self.metrics)
+                + len(self.finishes))
 
     def split(self) -> list[Batch]:
         parts = []
@@ -97,6 +106,14 @@ def step_params(rows: Iterable[StepRow], encode: Encode) -> list[tuple[Any, ...]
     Raises whatever a bad row raises: a wrong length, or a value that does not convert or encode.
     """
     return [_step_param(encode, *row) for row in rows]
+
+
+def metric_param(run: Any, agent: Any, source: Any, name: Any, value: Any, episode: Any,
+                 step: Any, at: Any) -> dict[str, Any]:
+    """Statement parameters of one :data:`MetricRow`; raises whatever a bad row raises."""
+    return {"run_id": int(run), "agent": str(agent), "source": str(source), "name": str(name),
+            "value": float(value), "episode": None if episode is None else int(episode),
+            "step": None if step is None else int(step), "at": float(at)}
 
 
 def _step_param(encode: Encode, run: Any, env: Any, ep: Any, st: Any, agent: Any, slot: Any,

@@ -28,10 +28,13 @@ from mosaic.store._batch import (
     FINISH_RUN,
     FLUSH,
     INSERT_TRANSITION,
+    METRICS,
     STEPS,
     TRANSITION,
     Batch,
+    MetricRow,
     StepRow,
+    metric_param,
     step_params,
 )
 from mosaic.store._values import Encode
@@ -50,6 +53,7 @@ class WriterStats:
 
     steps_written: int = 0
     episodes_written: int = 0
+    metrics_written: int = 0
     transitions_written: int = 0
     runs_finished: int = 0
     transactions: int = 0
@@ -171,6 +175,10 @@ class WriterThreadMixin:
                 episode = self._episode_params(payload)
                 if episode is not None:
                     batch.add(kind, episode)
+            elif kind == METRICS:
+                metrics = self._metric_params(payload)
+                if metrics:
+                    batch.add(kind, metrics)
             elif kind == FINISH:
                 self._active_runs.discard(payload["p_id"])
                 batch.add(kind, payload)
@@ -208,6 +216,23 @@ class WriterThreadMixin:
             self._record_error(
                 first,
                 f"{len(bad)} of {len(rows)} step rows cannot be stored (first: row {index})",
+                len(bad),
+            )
+        return params
+
+    def _metric_params(self, rows: Sequence[MetricRow]) -> list[dict[str, Any]]:
+        params = []
+        bad: list[tuple[int, Exception]] = []
+        for index, row in enumerate(rows):
+            try:
+                params.append(metric_param(*row))
+            except Exception as exc:
+                bad.append((index, exc))
+        if bad:
+            index, first = bad[0]
+            self._record_error(
+                first,
+                f"{len(bad)} of {len(rows)} metric rows cannot be stored (first: row {index})",
                 len(bad),
             )
         return params
@@ -271,6 +296,8 @@ class WriterThreadMixin:
                 )
         if batch.episodes:
             conn.execute(sa.insert(schema.episodes), batch.episodes)
+        if batch.metrics:
+            conn.execute(sa.insert(schema.metrics), batch.metrics)
         if batch.steps or batch.transitions:
             # Steps carry no time: the heartbeat of a run dates the last commit of its steps or
             # transitions, the last time an interrupted run is known to have been alive.
@@ -292,6 +319,7 @@ class WriterThreadMixin:
                 s,
                 steps_written=s.steps_written + len(batch.steps),
                 episodes_written=s.episodes_written + len(batch.episodes),
+                metrics_written=s.metrics_written + len(batch.metrics),
                 transitions_written=s.transitions_written + len(batch.transitions),
                 runs_finished=s.runs_finished + len(batch.finishes),
                 transactions=s.transactions + 1,

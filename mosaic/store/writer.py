@@ -32,9 +32,11 @@ from mosaic.store._batch import (
     EPISODE,
     FINISH,
     FLUSH,
+    METRICS,
     STEPS,
     STOP,
     TRANSITION,
+    MetricRow,
     StepRow,
 )
 from mosaic.store._values import COMPRESS_ABOVE, Encode, compressing
@@ -46,7 +48,7 @@ from mosaic.store._writer_thread import (
 )
 from mosaic.store.url import StoreLocation, locate
 
-__all__ = ["HEARTBEAT_INTERVAL", "StepRow", "StoreWriter", "WriterStats"]
+__all__ = ["HEARTBEAT_INTERVAL", "MetricRow", "StepRow", "StoreWriter", "WriterStats"]
 
 T = TypeVar("T")
 
@@ -293,6 +295,16 @@ class StoreWriter(WriterThreadMixin):
         self._pending_rows = pending
         if pending >= self._batch_rows and not self._wake.is_set():
             self._wake.set()
+
+    def record_metrics(self, rows: Sequence[MetricRow]) -> None:
+        """Enqueue metric rows (see :data:`MetricRow`); the list is the writer's from now on.
+
+        Never blocks. Raises StoreError only if the writer is closed. A row that cannot be
+        converted is dropped and reported like a database error.
+        """
+        if self._closed:
+            raise StoreError("the store writer is closed")
+        self._queue.append((METRICS, rows))
 
     def record_transition(
         self, run_id: int, from_state: str | None, to_state: str, reason: str | None

@@ -287,6 +287,28 @@ def test_bad_rows_are_dropped_alone(tmp_path, writers):
     assert count(path, "steps") == 2
 
 
+def test_metric_rows_are_committed_and_a_bad_one_is_dropped_alone(tmp_path, writers):
+    path = tmp_path / "store.db"
+    writer = make_writer(writers, path)
+    run = new_run(writer)
+    writer.record_metrics([
+        (run, "learner", "learner", "loss", np.float64(0.5), 8, 171, 1.5),
+        (run, "learner", "learner@env", "epsilon", 1, 9, np.int64(200), 2.5),
+        (run, "learner", "learner", "loss"),  # too short
+    ])
+    with pytest.raises(StoreError, match="1 of 3 metric rows"):
+        writer.flush(5)
+    with closing(sqlite3.connect(path)) as db:
+        rows = db.execute("SELECT run_id, agent, source, name, value, episode, step, at "
+                          "FROM metrics ORDER BY id").fetchall()
+    assert rows == [(run, "learner", "learner", "loss", 0.5, 8, 171, 1.5),
+                    (run, "learner", "learner@env", "epsilon", 1.0, 9, 200, 2.5)]
+    assert writer.stats.metrics_written == 2
+    writer.close()
+    with pytest.raises(StoreError, match="closed"):
+        writer.record_metrics([])
+
+
 def test_invalid_final_status_is_refused_at_once(tmp_path, writers):
     writer = make_writer(writers, tmp_path / "store.db")
     with pytest.raises(StoreError, match="finished"):
