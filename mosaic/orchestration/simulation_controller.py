@@ -42,6 +42,7 @@ from mosaic.messages import (
     EnvironmentStartResponse,
     EnvironmentUpdateRequest,
     EnvironmentUpdateResponse,
+    Metric,
     MusclePlan,
     MuscleShutdownRequest,
     MuscleShutdownResponse,
@@ -171,6 +172,11 @@ class SimulationController(Component):
     broker hop). Step records go to the store writer in batches; the writer's thread encodes
     and writes them.
 
+    Metrics ride on the muscles' answers (their own and their brains'); each is stamped with
+    the run's episodes ended and steps taken once the step that brought it is accounted for,
+    and goes to the store with the step rows. The last ones come with the muscles' shutdown
+    answers.
+
     When every environment has run its episodes (or a part failed, or the run was cancelled)
     it tells the RunGovernor with a SimulationFinishedNotice. On SimulationStopRequest it shuts
     down the muscles (which shut down their brains), the environments, then both conductors.
@@ -183,6 +189,9 @@ class SimulationController(Component):
         self._loops: list[_EnvironmentLoop | _VectorLoop] = []
         self._running = False
         self._rows: list[tuple[Any, ...]] = []
+        #: (agent, metrics) that came with the muscles' answers, awaiting their stamp.
+        self._reported: list[tuple[str, tuple[Metric, ...]]] = []
+        self._metric_rows: list[tuple[Any, ...]] = []
         self._governor: RequestClient | None = None
         self._conductors: list[tuple[RequestClient, Request, type[Response]]] = []
         config = ctx.config
@@ -387,8 +396,12 @@ class SimulationController(Component):
                                                          copy)
         loop.observations = outcome.observations
         (link,) = loop.muscles
-        loop.actions = link.client.request(AgentBatchRequest(outcome), AgentBatchResponse,
-                                           self.ctx.timeouts.step, self.ctx.check).actions
+        answer = link.client.request(AgentBatchRequest(outcome), AgentBatchResponse,
+                                     self.ctx.timeouts.step, self.ctx.check)
+        loop.actions = answer.actions
+        if answer.metrics:
+            self._reported.append((link.agent, answer.metrics))
+            self._stamp_metrics()
 
     def _vector_outcome(self, loop: _VectorLoop, rewards: np.ndarray, terminated: np.ndarray,
                         truncated: np.ndarray, acted: np.ndarray) -> None:
@@ -445,6 +458,8 @@ class SimulationController(Component):
         loop.observations = dict(reset.observations)
         loop.actions = self._agents_update(loop, 0, reset.observations, {}, False, False,
                                            reset.acting, reset.legal_actions)
+        if self._reported:
+            self._stamp_metrics()
 
     def _on_update(self, loop: _EnvironmentLoop, update: EnvironmentUpdateResponse) -> None:
         ctx = self.ctx
@@ -476,6 +491,8 @@ class SimulationController(Component):
                                            update.legal_actions)
         if done:
             self._end_episode(loop, terminated, truncated)
+        if self._reported:
+            self._stamp_metrics()
 
     def _settle(self, loop: _EnvironmentLoop, slots: list[str], terminated: bool,
                 truncated: bool) -> dict[str, float]:
@@ -505,7 +522,10 @@ class SimulationController(Component):
         if len(links) == 1:
             request = AgentUpdateRequest(step, observations, rewards, terminated, truncated,
                                          acting, legal)
-            return links[0].client.request(request, AgentUpdateResponse, timeout, check).actions
+            answer = links[0].client.request(request, AgentUpdateResponse, timeout, check)
+            if answer.metrics:
+                self._reported.append((links[0].agent, answer.metrics))
+            return answer.actions
         # Several muscles: ask all first, then collect, so they work in parallel.
         everyone = step == 0 or terminated or truncated
         pending = []
@@ -521,8 +541,10 @@ class SimulationController(Component):
             pending.append((link, link.client.send(request)))
         actions: dict[str, Any] = {}
         for link, correlation_id in pending:
-            actions.update(link.client.receive(correlation_id, timeout, AgentUpdateResponse,
-                                               check).actions)
+            answer = link.client.receive(correlation_id, timeout, AgentUpdateResponse, check)
+            actions.update(answer.actions)
+            if answer.metrics:
+                self._reported.append((link.agent, answer.metrics))
         return actions
 
     def _end_episode(self, loop: _EnvironmentLoop, terminated: bool, truncated: bool) -> None:
@@ -553,10 +575,29 @@ class SimulationController(Component):
             for other in self._loops:
                 other.finished = True
 
+    def _stamp_metrics(self) -> None:
+        """Stamp the metrics that came with the muscles' answers with the run's episodes ended
+        and steps taken so far, as rows for the store."""
+        progress, run_id, rows = self.ctx.progress, self.ctx.run_id, self._metric_rows
+        episode, step = progress.episodes, progress.steps
+        for agent, metrics in self._reported:
+            for metric in metrics:
+                rows.append((run_id, agent, metric.source, metric.name, metric.value, episode,
+                             step, metric.at))
+        self._reported = []
+
     def _hand_over_rows(self) -> None:
-        if self._rows and self.ctx.store is not None:
-            self.ctx.store.record_steps(self._rows)
+        store = self.ctx.store
+        if store is None:
             self._rows = []
+            self._metric_rows = []
+            return
+        if self._rows:
+            store.record_steps(self._rows)
+            self._rows = []
+        if self._metric_rows:
+            store.record_metrics(self._metric_rows)
+            self._metric_rows = []
 
     def _finish(self, status: str, error: str | None) -> None:
         self._running = False
@@ -579,8 +620,13 @@ class SimulationController(Component):
         for loop in self._loops:
             for link in loop.muscles:
                 # A muscle's shutdown waits on its brain's (which saves the checkpoint).
-                self._shut_down(link.client, link.uid, MuscleShutdownRequest(link.uid),
-                                MuscleShutdownResponse, needs=(link.agent,))
+                answer = self._shut_down(link.client, link.uid, MuscleShutdownRequest(link.uid),
+                                         MuscleShutdownResponse, needs=(link.agent,))
+                if isinstance(answer, MuscleShutdownResponse) and answer.metrics:
+                    self._reported.append((link.agent, answer.metrics))
+        # The last metrics, reported after the last step.
+        self._stamp_metrics()
+        self._hand_over_rows()
         for loop in self._loops:
             self._shut_down(loop.client, loop.uid, EnvironmentShutdownRequest(loop.uid),
                             EnvironmentShutdownResponse)
@@ -597,15 +643,16 @@ class SimulationController(Component):
                                       tuple(killed))
 
     def _shut_down(self, client: RequestClient, uid: str, request: Request,
-                   answer_type: type[Response], needs: tuple[str, ...] = ()) -> None:
-        """Ask one component to shut down; a dead or silent one is left to its conductor.
+                   answer_type: type[Response], needs: tuple[str, ...] = ()) -> Response | None:
+        """Ask one component to shut down and return its answer; a dead or silent one is left
+        to its conductor (``None``).
 
         The wait ends early when the component, or one it ``needs`` to shut down (a muscle's
         brain), dies (the run governor fails a finished run for that), and when a cancel or a
         failure meanwhile hurries the shutdown (see :class:`ShutdownClock`).
         """
         if not self.ctx.supervisor.is_alive(uid):
-            return
+            return None
         clock = ShutdownClock(self.ctx)
 
         def check() -> None:
@@ -615,9 +662,10 @@ class SimulationController(Component):
                                      "of a cancelled or failed run")
 
         try:
-            client.request(request, answer_type, clock.timeout, check)
+            return client.request(request, answer_type, clock.timeout, check)
         except (MosaicError, RemoteError) as error:
             log.warning("%s did not shut down cleanly: %s", client.peer, error)
+            return None
 
 
 def _resolve_mapping(env_uid: str, mapping: dict[str, str] | None, sensors: tuple[SensorSpec, ...],
