@@ -200,3 +200,15 @@ def test_unsupported_spaces_and_bad_params_are_refused_with_the_reason():
     with pytest.raises(MosaicError, match="malformed episode"):
         brain_with().learn("m", {"observations": np.zeros((2, 4)), "actions": np.array([0, 5]),
                                  "rewards": np.zeros(2), "terminated": True})
+
+
+def test_each_update_reports_its_losses_entropy_and_gradient_norm():
+    muscle, brain = PolicyGradientMuscle(), PolicyGradientBrain()
+    run_cartpole(0, 16, brain=brain, muscle=muscle, batch_episodes=8)
+    reported = brain.context.metrics.take()
+    names = [name for name, _, _ in reported]
+    assert names == ["policy_loss", "value_loss", "entropy", "grad_norm"] * 2
+    values = dict((name, value) for name, value, _ in reported[4:])
+    assert values == {name: brain.last_stats[name] for name in values}
+    assert values["grad_norm"] > 0 and 0 < values["entropy"] <= np.log(2) + 1e-12
+    assert muscle.context.metrics.take() == []

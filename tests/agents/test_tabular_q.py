@@ -212,3 +212,20 @@ def test_unsupported_spaces_and_bad_params_are_refused_with_the_reason():
         brain_with(update_every=1.5)
     with pytest.raises(MosaicError, match="state index"):
         muscle_with().act("agent_0", np.array([0.5]))
+
+
+def test_reports_epsilon_per_episode_and_td_error_with_updates_per_episode():
+    muscle, brain, _ = train(0, episodes=5, epsilon_decay_episodes=4)
+    epsilons = [value for name, value, _ in muscle.context.metrics.take()]
+    assert epsilons == pytest.approx([1.0, 0.7625, 0.525, 0.2875, 0.05])
+    reported = brain.context.metrics.take()
+    assert [name for name, _, _ in reported] == ["td_error", "updates"] * 5
+    updates = [value for name, value, _ in reported if name == "updates"]
+    assert updates == sorted(updates) and updates[-1] == brain.updates
+    assert all(value >= 0 for name, value, _ in reported if name == "td_error")
+
+
+def test_test_mode_reports_no_epsilon():
+    muscle = muscle_with(mode="test")
+    muscle.reset()
+    assert muscle.context.metrics.take() == []

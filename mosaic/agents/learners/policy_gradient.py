@@ -323,6 +323,10 @@ class PolicyGradientBrain(Brain):
     collected with older weights still count as on-policy (as in asynchronous actor-critic).
     :meth:`state` holds both networks, both optimizers' moments and the version; a batch still
     being collected is not part of it.
+
+    Metrics, per update: ``policy_loss``, ``value_loss`` (after the last value step),
+    ``entropy`` (of the policy on the batch) and ``grad_norm`` (the policy gradient's global
+    norm, before clipping).
     """
 
     def setup(self, context: BrainContext) -> None:
@@ -448,7 +452,10 @@ class PolicyGradientBrain(Brain):
         logits, inputs = self.policy.forward_cached(obs)
         loss, grad, entropy = softmax_policy_loss(logits, actions, advantages,
                                                   self.entropy_coef, masks)
-        self.policy_optimizer.step(self.policy.backward(inputs, grad))
+        grads = self.policy.backward(inputs, grad)
+        # Before clipping; reading the gradients changes nothing the optimizer computes.
+        grad_norm = float(np.sqrt(sum(float(np.sum(g * g)) for g in grads)))
+        self.policy_optimizer.step(grads)
 
         value_loss = 0.0
         n = obs.shape[0]
@@ -458,7 +465,9 @@ class PolicyGradientBrain(Brain):
             value_loss = float(0.5 * np.mean(error * error))
             self.value_optimizer.step(self.value.backward(inputs, error / n))
         self.last_stats = {"policy_loss": loss, "value_loss": value_loss, "entropy": entropy,
-                           "steps": float(n)}
+                           "grad_norm": grad_norm, "steps": float(n)}
+        for name in ("policy_loss", "value_loss", "entropy", "grad_norm"):
+            self.context.log_metric(name, self.last_stats[name])
 
     # -- weights and state ----------------------------------------------------------------
     def sync(self, muscle: str) -> dict[str, np.ndarray]:

@@ -195,6 +195,9 @@ class TabularQMuscle(Muscle):
     this muscle's episodes. Its draws (two uniforms per copy and step, from ``context.rng``)
     differ from the single-step ones, so a run with copies is reproducible but does not replay
     a run without.
+
+    Metrics: ``epsilon``, the exploration rate of each episode as it starts (in ``"train"``
+    mode; with copies, one per copy's episode).
     """
 
     def setup(self, context: MuscleContext) -> None:
@@ -243,6 +246,8 @@ class TabularQMuscle(Muscle):
         self.epsilon = self._epsilon()
         self.episodes += 1
         self._pending.clear()
+        if self.training:
+            self.context.log_metric("epsilon", self.epsilon)
 
     def act(self, slot: str, observation: Any, legal_actions: Any = None) -> int:
         """Epsilon-greedy over the legal actions (greedy in test mode)."""
@@ -301,6 +306,8 @@ class TabularQMuscle(Muscle):
         for copy in np.flatnonzero(batch.starts).tolist():
             self._copy_epsilons[copy] = self._epsilon()
             self.episodes += 1
+            if self.training:
+                self.context.log_metric("epsilon", self._copy_epsilons[copy])
             for _, _, waiting in self._copy_pending.values():
                 waiting[copy] = False
         values = self.q[states]
@@ -387,6 +394,10 @@ class TabularQBrain(Brain):
     transitions, learnt in order. It returns ``{"q": copy}`` on the schedule and ``None``
     otherwise. :meth:`state` is ``{"q": table}``; the per-muscle schedule counters are not part
     of it.
+
+    Metrics, whenever a muscle's transitions end an episode: ``td_error``, the mean absolute
+    TD error of that muscle's transitions since its last report, and ``updates``, the Q updates
+    the brain has made in all.
     """
 
     def setup(self, context: BrainContext) -> None:
@@ -409,6 +420,10 @@ class TabularQBrain(Brain):
         save = params.get("save_checkpoint")
         self.save_path: str | None = str(save) if save else None
         self._since_update: dict[str, int] = {}
+        self.updates = 0
+        # muscle -> [sum of |TD error|, transitions] since its last report
+        self._td: dict[str, list[float]] = {}
+        self._td_sum = 0.0
 
     def learn(self, muscle: str, experience: Any) -> dict[str, np.ndarray] | None:
         """Apply one Q-learning update per transition; return ``{"q": table}`` when
@@ -428,6 +443,7 @@ class TabularQBrain(Brain):
             raise MosaicError(f"transition {experience!r} outside the table "
                               f"({self.n_states} states, {self.n_actions} actions)")
         self._update(state, action, reward, next_state, bool(terminated))
+        self._report(muscle, 1, bool(terminated or truncated))
         return self._answer(muscle, 1, bool(terminated or truncated))
 
     def _learn_batch(self, muscle: str, experience: Mapping[str, Any]
@@ -455,14 +471,31 @@ class TabularQBrain(Brain):
         for row in zip(states.tolist(), actions.tolist(), rewards.tolist(),
                        next_states.tolist(), terminated.tolist(), strict=True):
             self._update(*row)
-        return self._answer(muscle, states.shape[0], bool((terminated | truncated).any()))
+        ended = bool((terminated | truncated).any())
+        self._report(muscle, states.shape[0], ended)
+        return self._answer(muscle, states.shape[0], ended)
 
     def _update(self, state: int, action: int, reward: float, next_state: int,
                 terminated: bool) -> None:
         target = reward
         if not terminated:
             target += self.discount * float(self.q[next_state].max())
-        self.q[state, action] += self.learning_rate * (target - self.q[state, action])
+        error = target - self.q[state, action]
+        self.q[state, action] += self.learning_rate * error
+        self._td_sum += abs(float(error))
+        self.updates += 1
+
+    def _report(self, muscle: str, transitions: int, ended: bool) -> None:
+        """Count the TD errors of ``muscle``'s last ``transitions``; at an episode end, report
+        their mean since the last report, and the updates so far."""
+        totals = self._td.setdefault(muscle, [0.0, 0])
+        totals[0] += self._td_sum
+        totals[1] += transitions
+        self._td_sum = 0.0
+        if ended and totals[1]:
+            self.context.log_metric("td_error", totals[0] / totals[1])
+            self.context.log_metric("updates", self.updates)
+            totals[0], totals[1] = 0.0, 0
 
     def _answer(self, muscle: str, transitions: int, ended: bool) -> dict[str, np.ndarray] | None:
         """The table if ``muscle``'s turn is due after ``transitions`` more (``ended``: one of
