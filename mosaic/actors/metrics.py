@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from mosaic.agents.metrics import MetricLog
-from mosaic.messages import NO_METRICS, Metric
+from mosaic.messages import Metric
 
 __all__ = ["reported"]
 
 
-def reported(source: str, pending: MetricLog) -> tuple[Metric, ...]:
+def reported(source: str, pending: MetricLog) -> tuple[Metric, ...] | None:
     """The metrics ``pending`` holds, as records from ``source``; ``pending`` is emptied.
 
-    An empty log costs one length check: the reply then carries :data:`NO_METRICS`.
+    An empty log costs one length check and gives ``None``, what a reply without metrics carries.
     """
     if not len(pending):
-        return NO_METRICS
+        return None
     return tuple(Metric(source, name, value, at) for name, value, at in pending.take())

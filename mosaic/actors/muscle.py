@@ -141,12 +141,12 @@ class MuscleActor(Component):
         actions = muscle.act_batch(slot, batch)
         return AgentBatchResponse(actions, self._reported())
 
-    def _reported(self) -> tuple[Metric, ...]:
+    def _reported(self) -> tuple[Metric, ...] | None:
         """The metrics for the next answer: the brain's passed on, then the muscle's own."""
         relayed = self._relayed
         if not len(relayed):
             return reported(self.uid, self._metrics)
-        return (*relayed.take(), *reported(self.uid, self._metrics))
+        return (*relayed.take(), *(reported(self.uid, self._metrics) or ()))
 
     def _episode_starts(self, count: int) -> None:
         """``count`` episodes begin: ask the brain for the checkpoints that are due."""

@@ -66,7 +66,7 @@ from mosaic.messages.experiment import (
     ExperimentStartRequest,
     ExperimentStartResponse,
 )
-from mosaic.messages.metric import NO_METRICS, Metric
+from mosaic.messages.metric import Metric
 from mosaic.messages.run_config import (
     AgentPlan,
     CheckpointPaths,
@@ -95,7 +95,6 @@ from mosaic.messages.vector import (
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
-    "NO_METRICS",
     "PROTOCOL_VERSION",
     "ActuatorSpec",
     "AgentBatchRequest",

@@ -7,7 +7,7 @@ from typing import Any
 
 from mosaic.messages._base import Record, Request, Response
 from mosaic.messages.common import ActuatorSpec, SensorSpec
-from mosaic.messages.metric import NO_METRICS, Metric
+from mosaic.messages.metric import Metric
 from mosaic.messages.run_config import AgentPlan, CheckpointPaths, ComponentSpec
 
 __all__ = [
@@ -140,7 +140,7 @@ class AgentUpdateResponse(Response):
     """
 
     actions: dict[str, Any]
-    metrics: tuple[Metric, ...] = NO_METRICS
+    metrics: tuple[Metric, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +159,7 @@ class MuscleUpdateResponse(Response):
     """
 
     update: Any
-    metrics: tuple[Metric, ...] = NO_METRICS
+    metrics: tuple[Metric, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +175,7 @@ class MuscleShutdownResponse(Response):
     its brain reported."""
 
     muscle_uid: str
-    metrics: tuple[Metric, ...] = NO_METRICS
+    metrics: tuple[Metric, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +192,7 @@ class BrainShutdownResponse(Response):
 
     brain_uid: str
     remaining: int
-    metrics: tuple[Metric, ...] = NO_METRICS
+    metrics: tuple[Metric, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +210,7 @@ class BrainCheckpointResponse(Response):
 
     brain_uid: str
     path: str
-    metrics: tuple[Metric, ...] = NO_METRICS
+    metrics: tuple[Metric, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,19 +6,21 @@ from dataclasses import dataclass
 
 from mosaic.messages._base import Record
 
-__all__ = ["NO_METRICS", "Metric"]
+__all__ = ["Metric"]
 
 
 @dataclass(frozen=True, slots=True)
 class Metric(Record):
     """``value`` reported under ``name`` by ``source`` (a brain's or muscle's uid) at ``at``
-    (seconds since the epoch, the reporter's clock)."""
+    (seconds since the epoch, the reporter's clock).
+
+    A reply's ``metrics`` field holds a tuple of these, or ``None`` when there are none: ``None``
+    rather than an empty tuple, because msgpack packs it natively, so the hot path pays next to
+    nothing for the field.
+    """
 
     source: str
     name: str
     value: float
     at: float
 
-
-#: The ``metrics`` of a reply that carries none: the default, and cheap on the wire.
-NO_METRICS: tuple[Metric, ...] = ()

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mosaic.messages._base import Record, Request, Response
-from mosaic.messages.metric import NO_METRICS, Metric
+from mosaic.messages.metric import Metric
 
 __all__ = [
     "AgentBatchRequest",
@@ -81,4 +81,4 @@ class AgentBatchResponse(Response):
     """
 
     actions: Any
-    metrics: tuple[Metric, ...] = NO_METRICS
+    metrics: tuple[Metric, ...] | None = None

@@ -21,7 +21,7 @@ from mosaic.agents.metrics import (
     PendingMetrics,
 )
 from mosaic.agents.per_copy import PerCopyMuscles
-from mosaic.messages import NO_METRICS, Metric
+from mosaic.messages import Metric
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -135,8 +135,8 @@ def test_per_copy_instances_report_into_the_muscles_log() -> None:
 
 def test_reported_names_the_source_and_costs_nothing_when_empty() -> None:
     log = MetricLog("muscle 'a@env'")
-    assert reported("a@env", log) is NO_METRICS
+    assert reported("a@env", log) is None
     log.log("loss", 2)
     (metric,) = reported("a@env", log)
     assert metric == Metric("a@env", "loss", 2.0, metric.at)
-    assert reported("a@env", log) is NO_METRICS
+    assert reported("a@env", log) is None
