@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from mosaic.core.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from mosaic.experiment.loader import format_location, load_experiment
+    from mosaic.experiment.loader import experiment_from_data, format_location, load_experiment
     from mosaic.experiment.schema import (
         AgentConfig,
         AgentPlacement,
@@ -26,22 +26,24 @@ if TYPE_CHECKING:
         MuscleSpec,
         Placement,
         StoreConfig,
+        SweepPoint,
         Timeouts,
         Transport,
     )
 
 _HOMES = {
+    "experiment_from_data": "mosaic.experiment.loader",
     "format_location": "mosaic.experiment.loader",
     "load_experiment": "mosaic.experiment.loader",
     **dict.fromkeys(("AgentConfig", "AgentPlacement", "BrainSpec", "EnvironmentConfig",
                      "Experiment", "ExperimentFile", "MuscleSpec", "Placement", "StoreConfig",
-                     "Timeouts", "Transport"), "mosaic.experiment.schema"),
+                     "SweepPoint", "Timeouts", "Transport"), "mosaic.experiment.schema"),
 }
 
 __all__ = [
     "AgentConfig", "AgentPlacement", "BrainSpec", "EnvironmentConfig", "Experiment",
-    "ExperimentFile", "MuscleSpec", "Placement", "StoreConfig", "Timeouts",
-    "Transport", "format_location", "load_experiment",
+    "ExperimentFile", "MuscleSpec", "Placement", "StoreConfig", "SweepPoint", "Timeouts",
+    "Transport", "experiment_from_data", "format_location", "load_experiment",
 ]
 
 

@@ -9,23 +9,45 @@ experiment, the results store and the CURVE keys, is checked here.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from mosaic.core.config_problems import (
     Loc,
     Position,
+    Problem,
     config_error,
     format_location,
     locate,
     validate,
 )
-from mosaic.core.config_yaml import MAX_DEPTH, MAX_FILE_BYTES, FileKind, read_document
+from mosaic.core.config_yaml import (
+    MAX_DEPTH,
+    MAX_FILE_BYTES,
+    Document,
+    FileKind,
+    empty_file,
+    read_document,
+    require_mapping,
+)
 from mosaic.core.errors import ConfigError
 from mosaic.core.store_path import resolve_store_path
-from mosaic.experiment.schema import Experiment, ExperimentFile
+from mosaic.experiment.paths import PathError, covers, set_value
+from mosaic.experiment.schema import MAX_RUNS, Experiment, ExperimentFile, SweepPoint
+from mosaic.experiment.sweep import sweep_points
 
-__all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "format_location", "load_experiment"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_FILE_BYTES",
+    "experiment_from_data",
+    "format_location",
+    "load_experiment",
+]
 
 _EXPERIMENT = FileKind(
     "experiment",
@@ -35,7 +57,10 @@ _EXPERIMENT = FileKind(
 
 
 def load_experiment(
-    path: str | os.PathLike[str], *, store_override: str | None = None
+    path: str | os.PathLike[str],
+    *,
+    store_override: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> Experiment:
     """Read, validate and return the experiment in the YAML file ``path``.
 
@@ -46,35 +71,163 @@ def load_experiment(
     ``<file stem>.sqlite`` next to the experiment file. ``curve_keys``, a relative path too,
     resolves against the experiment file's folder, and its keys are read and checked here.
 
+    ``overrides`` maps key paths (:mod:`mosaic.experiment.paths`: ``seed``,
+    ``agents.0.params.learning_rate``) to values that replace what the file holds there, as if
+    written in the file; a mapping value replaces the whole mapping at its path. A ``sweep``
+    section (:mod:`mosaic.experiment.sweep`) is expanded into :attr:`Experiment.points`, each
+    validated as a file of its own.
+
     Raises :class:`~mosaic.core.errors.ConfigError` for a file that is missing, unreadable, larger
     than :data:`MAX_FILE_BYTES`, not YAML text, nested deeper than :data:`MAX_DEPTH` or not a
-    valid experiment, and for a results store path that cannot be a SQLite file (an existing
-    file that is not one, or a path under a file). The error carries every problem found
-    (``problems``), and ``str()`` of it shows one per line, each with the file, the line when
-    known, the key path, what was expected, and a hint where one helps. References between
-    sections (unique uids, policy mappings, the tcp host) are checked once every key has a valid
-    value.
+    valid experiment (with its overrides and every point of its sweep), and for a results store
+    path that cannot be a SQLite file (an existing file that is not one, or a path under a
+    file). The error carries every problem found (``problems``), and ``str()`` of it shows one
+    per line, each with the file, the line when known, the key path, what was expected, and a
+    hint where one helps. References between sections (unique uids, policy mappings, the tcp
+    host) are checked once every key has a valid value.
     """
     shown = os.fspath(path)
     document = read_document(shown, _EXPERIMENT)
+    source = Path(shown).expanduser().resolve()
+    return _build(shown, document, source, store_override, overrides)
+
+
+def experiment_from_data(
+    data: Mapping[str, Any],
+    *,
+    source: str | os.PathLike[str] | None = None,
+    store_override: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Experiment:
+    """Validate and return the experiment held by ``data``: what a file would hold, as Python
+    data (mappings, lists, text, numbers, booleans, ``None``).
+
+    ``data`` is read as if it were the file ``source``: relative paths in it resolve against
+    that file's folder, and the default store is ``<source stem>.sqlite`` beside it. Without
+    ``source`` it is ``<uid>.yml`` in the current folder. ``data`` itself is not changed.
+    Otherwise as :func:`load_experiment`, with errors naming ``source``, or ``<experiment data>``
+    without one, and no line numbers.
+    """
+    if source is None:
+        uid = data.get("uid") if isinstance(data, Mapping) else None
+        plain = isinstance(uid, str) and re.fullmatch(r"[A-Za-z0-9_.-]+", uid)
+        name = uid if plain else "experiment"
+        shown, resolved = "<experiment data>", Path.cwd() / f"{name}.yml"
+    else:
+        shown = os.fspath(source)
+        resolved = Path(shown).expanduser().resolve()
+    if not isinstance(data, Mapping):
+        require_mapping(data, shown, _EXPERIMENT)
+    if not data:
+        raise empty_file(shown, _EXPERIMENT)
+    document = Document(copy.deepcopy(dict(data)), {}, [])
+    return _build(shown, document, resolved, store_override, overrides)
+
+
+def _build(shown: str, document: Document, source: Path, store_override: str | None,
+           overrides: Mapping[str, Any] | None) -> Experiment:
+    """The one way from a document to an :class:`Experiment`: overrides, validation, sweep."""
     problems = list(document.problems)
+    positions = document.positions
+    data = document.data
+    changed: dict[Loc, str] = {}
+    if data is not None and overrides:
+        data, positions, changed, found = _overridden(data, positions, overrides)
+        problems.extend(found)
     model: ExperimentFile | None = None
-    if document.data is not None:  # None: the document could not be built (recursive alias)
-        model, found = validate(ExperimentFile, document.data)
+    if data is not None:  # None: the document could not be built (recursive alias)
+        model, found = validate(ExperimentFile, data)
+        problems.extend(_blamed(problem, changed) for problem in found)
+    points: tuple[SweepPoint, ...] = ()
+    if model is not None and model.sweep is not None:
+        points, found = _points(data, model)
         problems.extend(found)
     if problems:
-        raise config_error(shown, problems, document.positions)
+        raise config_error(shown, problems, positions)
     if model is None:  # pragma: no cover - validate returns a model or problems
         raise ConfigError(shown, "", "validation failed without a reason")
 
-    source = Path(shown).expanduser().resolve()
-    _, store_line = locate(("store", "path"), document.positions)
+    _, store_line = locate(("store", "path"), positions)
     store_path = resolve_store_path(shown, source, store_override, model.store.path,
                                     line=store_line)
-    curve_keys_dir = _curve_keys_dir(model, source, shown, document.positions)
+    curve_keys_dir = _curve_keys_dir(model, source, shown, positions)
     fields = {name: getattr(model, name) for name in ExperimentFile.model_fields}
-    return Experiment.model_validate({**fields, "source": source, "store_path": store_path,
-                                      "curve_keys_dir": curve_keys_dir})
+    experiment = Experiment.model_validate({**fields, "source": source, "store_path": store_path,
+                                            "curve_keys_dir": curve_keys_dir, "points": points})
+    if experiment.run_count > MAX_RUNS:
+        raise ConfigError(shown, "sweep", f"{len(points)} points x {model.runs} runs make "
+                          f"{experiment.run_count:,} runs, more than {MAX_RUNS:,}",
+                          "sweep fewer values, or lower runs", line=locate(("sweep",),
+                                                                           positions)[1])
+    return experiment
+
+
+def _overridden(data: Any, positions: dict[Loc, Position], overrides: Mapping[str, Any]
+                ) -> tuple[Any, dict[Loc, Position], dict[Loc, str], list[Problem]]:
+    """``data`` with ``overrides`` set, the positions of what the file still says, the key path
+    each override set (with the override), and the problems of overrides that set nothing."""
+    data = copy.deepcopy(data)
+    problems: list[Problem] = []
+    changed: dict[Loc, str] = {}
+    for path, value in overrides.items():
+        if not isinstance(path, str):
+            problems.append(Problem((), f"an override's key must be a key path (text), got "
+                                    f"{path!r}"))
+            continue
+        try:
+            changed[set_value(data, path, copy.deepcopy(value))] = path
+        except PathError as error:
+            problems.append(Problem(error.loc, f"override {path!r}: {error.message}", error.hint))
+    # Lines of the file would point at what the override replaced.
+    kept = {loc: at for loc, at in positions.items()
+            if not any(covers(loc_changed, loc) for loc_changed in changed)}
+    return data, kept, changed, problems
+
+
+def _blamed(problem: Problem, changed: Mapping[Loc, str]) -> Problem:
+    """``problem``, saying which override it comes from when it lies on an overridden path."""
+    for loc, path in changed.items():
+        if problem.loc and (covers(loc, problem.loc) or covers(problem.loc, loc)):
+            return dataclasses.replace(problem, message=f"{problem.message} (set by the "
+                                       f"override {path!r})")
+    return problem
+
+
+def _points(data: Any, model: ExperimentFile) -> tuple[tuple[SweepPoint, ...], list[Problem]]:
+    """Each point of the sweep, validated as a file of its own; or the problems of the sweep.
+
+    A problem a point's values cause is reported at the sweep's key path that set them.
+    """
+    sweep = model.sweep
+    if sweep is None:  # pragma: no cover - the caller checks
+        return (), []
+    base = {key: value for key, value in data.items() if key != "sweep"}
+    points: list[SweepPoint] = []
+    problems: dict[tuple[Loc, str], Problem] = {}
+    for values in sweep_points(sweep, model.seed):
+        variant = copy.deepcopy(base)
+        at: dict[Loc, str] = {}
+        for path, value in values.items():
+            try:
+                at[set_value(variant, path, copy.deepcopy(value))] = path
+            except PathError as error:
+                where = sweep.loc_of(path)
+                problems.setdefault((where, error.message),
+                                    Problem(where, error.message, error.hint))
+        if len(at) < len(values):
+            continue
+        settings, found = validate(ExperimentFile, variant)
+        for problem in found:
+            swept = next((p for loc, p in at.items() if covers(loc, problem.loc)),
+                         next(iter(at.values())))
+            shown = format_location(problem.loc)
+            where = sweep.loc_of(swept)
+            message = f"with {swept} = {values[swept]!r}: {shown}: {problem.message}"
+            problems.setdefault((where, f"{shown}: {problem.message}"),
+                                Problem(where, message, problem.hint))
+        if settings is not None:
+            points.append(SweepPoint(params=values, settings=settings))
+    return tuple(points), list(problems.values())
 
 
 def _curve_keys_dir(

@@ -54,6 +54,7 @@ from mosaic.core.imports import (
     resolve_class,
     resolve_env,
 )
+from mosaic.experiment.sweep import SweepConfig
 from mosaic.messages.run_config import (
     AgentPlan,
     ComponentSpec,
@@ -78,6 +79,7 @@ __all__ = [
     "MuscleSpec",
     "Placement",
     "StoreConfig",
+    "SweepPoint",
     "Timeouts",
     "Transport",
 ]
@@ -500,6 +502,7 @@ class ExperimentFile(StrictModel):
     phases: Annotated[list[PhaseConfig], Field(min_length=1)] | None = Field(
         default=None, description="a list of phases"
     )
+    sweep: SweepConfig | None = Field(default=None, description=SweepConfig.expected)
 
     @field_validator("host")
     @classmethod
@@ -675,51 +678,69 @@ def _choices_hint(value: str, choices: list[str], what: str) -> str:
     return f"{did_you_mean(value, choices)} {what}: {', '.join(choices)}".lstrip()
 
 
+class SweepPoint(StrictModel):
+    """One point of a sweep: its values by key path, and the file's settings with them set."""
+
+    params: dict[str, Any]
+    settings: ExperimentFile
+
+
 class Experiment(ExperimentFile):
     """A validated experiment, ready to run; frozen.
 
     Besides the file's keys it holds ``source``, the experiment file (absolute),
     ``store_path``, the results store resolved as :func:`~mosaic.experiment.load_experiment`
-    documents, and ``curve_keys_dir``, the key folder of ``curve_keys`` (absolute, its keys
-    checked) or ``None``. Build it with :func:`~mosaic.experiment.load_experiment`.
+    documents, ``curve_keys_dir``, the key folder of ``curve_keys`` (absolute, its keys
+    checked) or ``None``, and ``points``, the points of its ``sweep`` (none without one). Build
+    it with :func:`~mosaic.experiment.load_experiment`.
+
+    Runs are numbered from 0 to :attr:`run_count` - 1: run ``i`` is point ``i // runs`` of the
+    sweep with seed ``i % runs``; without a sweep, run ``i`` is seed ``i``.
     """
 
     source: Path
     store_path: Path
     curve_keys_dir: Path | None = None
+    points: tuple[SweepPoint, ...] = ()
+
+    @property
+    def run_count(self) -> int:
+        """How many runs a command starts: ``runs`` for each point of the sweep."""
+        return self.runs * max(1, len(self.points))
 
     def run_seeds(self) -> list[int]:
-        """Return the seed of each run, ``runs`` of them, derived from ``seed``.
+        """Return the seed of each run, :attr:`run_count` of them, derived from ``seed``.
 
-        Run ``i``'s seed is
-        ``int(numpy.random.SeedSequence(seed, spawn_key=(i,)).generate_state(1, numpy.uint32)[0])``:
+        Run ``i``'s seed, with ``k = i % runs``, is
+        ``int(numpy.random.SeedSequence(seed, spawn_key=(k,)).generate_state(1, numpy.uint32)[0])``:
         an integer in ``[0, 2**32)``, the same on every machine and NumPy version for the same
         ``seed`` and ``i``, and independent of ``runs`` (adding runs leaves earlier runs' seeds
-        unchanged). The seeds are distinct: validation rejects a ``seed`` for which two runs
-        would collide (about ``runs**2 / 2**33`` likely), rather than repeat a run silently.
+        unchanged). The seeds of one point are distinct: validation rejects a ``seed`` for which
+        two runs would collide (about ``runs**2 / 2**33`` likely), rather than repeat a run
+        silently. Every point of a sweep has the same seeds (unless the sweep sets ``seed``).
         """
-        return [_run_seed(self.seed, index) for index in range(self.runs)]
+        return [_run_seed(self._settings(index).seed, index % self.runs)
+                for index in range(self.run_count)]
 
-    def phase_names(self) -> list[str]:
-        """The names of the run's phases, in order (one phase, ``main``, without ``phases``)."""
-        return [phase.name for phase in self.phases] if self.phases else [DEFAULT_PHASE]
+    def run_params(self, run_index: int) -> dict[str, Any]:
+        """The sweep's values of run ``run_index``, by key path (empty without a sweep)."""
+        self._check_index(run_index)
+        return dict(self.points[run_index // self.runs].params) if self.points else {}
 
-    def _phase(self, phase_index: int) -> tuple[str, Mode, int, int | None,
-                                                 list[EnvironmentConfig], list[AgentConfig],
-                                                 TerminationConfig | None]:
-        """The effective settings of a phase: each inherits what it does not set."""
-        name, mode, episodes, max_steps = DEFAULT_PHASE, self.mode, self.episodes, self.max_steps
-        environments, agents = list(self.environments), list(self.agents)
-        termination = self.termination
-        for phase in (self.phases or [])[: phase_index + 1]:
-            name = phase.name
-            mode = phase.mode or mode
-            episodes = phase.episodes or episodes
-            max_steps = phase.max_steps or max_steps
-            environments = list(phase.environments or environments)
-            agents = list(phase.agents or agents)
-            termination = phase.termination or termination
-        return name, mode, episodes, max_steps, environments, agents, termination
+    def phase_names(self, run_index: int = 0) -> list[str]:
+        """The names of run ``run_index``'s phases, in order (one, ``main``, without ``phases``)."""
+        phases = self._settings(run_index).phases
+        return [phase.name for phase in phases] if phases else [DEFAULT_PHASE]
+
+    def _settings(self, run_index: int) -> ExperimentFile:
+        """The file's settings for run ``run_index``: its sweep point's, or the file's own."""
+        return self.points[run_index // self.runs].settings if self.points else self
+
+    def _check_index(self, run_index: int) -> None:
+        if isinstance(run_index, bool) or not isinstance(run_index, int | np.integer):
+            raise TypeError(f"run_index must be an int, got {type(run_index).__name__}")
+        if not 0 <= run_index < self.run_count:
+            raise IndexError(f"run_index {run_index} is out of range for {self.run_count} run(s)")
 
     def run_config(self, run_index: int, phase_index: int = 0) -> RunConfig:
         """Return everything run ``run_index`` needs in phase ``phase_index``, as typed records.
@@ -728,43 +749,44 @@ class Experiment(ExperimentFile):
         here. Placements are resolved (``"thread"`` or ``"process"``); an agent's brain and
         muscle params are the agent's ``params`` overridden key by key (shallowly) by the
         brain's or muscle's own; ``mode``, ``episodes``, ``max_steps``, ``termination``,
-        ``environments`` and ``agents`` are the phase's. See :class:`~mosaic.messages.RunConfig`.
+        ``environments`` and ``agents`` are the phase's, and every setting is the run's sweep
+        point's. See :class:`~mosaic.messages.RunConfig`.
 
-        Raises ``IndexError`` unless ``0 <= run_index < runs`` and the phase exists.
+        Raises ``IndexError`` unless ``0 <= run_index < run_count`` and the phase exists.
         """
-        if isinstance(run_index, bool) or not isinstance(run_index, int | np.integer):
-            raise TypeError(f"run_index must be an int, got {type(run_index).__name__}")
-        if not 0 <= run_index < self.runs:
-            raise IndexError(f"run_index {run_index} is out of range for {self.runs} run(s)")
-        phase_count = len(self.phase_names())
+        self._check_index(run_index)
+        run_index = int(run_index)
+        settings = self._settings(run_index)
+        phase_count = len(self.phase_names(run_index))
         if not 0 <= phase_index < phase_count:
             raise IndexError(f"phase_index {phase_index} is out of range for "
                              f"{phase_count} phase(s)")
         (phase, mode, episodes, max_steps,
-         environments, agents, termination) = self._phase(phase_index)
+         environments, agents, termination) = _phase(settings, phase_index)
+        placement = settings.placement
         return RunConfig(
             experiment=self.uid,
-            run_index=int(run_index),
+            run_index=run_index,
             phase=phase,
             phase_index=phase_index,
             phases=phase_count,
-            seed=_run_seed(self.seed, int(run_index)),
-            experiment_seed=self.seed,
+            seed=_run_seed(settings.seed, run_index % self.runs),
+            experiment_seed=settings.seed,
             episodes=episodes,
             max_steps=max_steps,
             termination=None if termination is None else TerminationSpec(
                 **termination.model_dump()),
             mode=mode,
-            transport=self.transport,
-            host=self.host,
+            transport=settings.transport,
+            host=settings.host,
             cpu_affinity=self.cpu_affinity,
-            record_steps=self.store.record_steps,
+            record_steps=settings.store.record_steps,
             store_path=str(self.store_path),
             timeouts=RunTimeouts(
-                setup=float(self.timeouts.setup),
-                step=float(self.timeouts.step),
-                shutdown=float(self.timeouts.shutdown),
-                heartbeat=float(self.timeouts.heartbeat),
+                setup=float(settings.timeouts.setup),
+                step=float(settings.timeouts.step),
+                shutdown=float(settings.timeouts.shutdown),
+                heartbeat=float(settings.timeouts.heartbeat),
             ),
             default_agent=agents[0].uid if len(agents) == 1 else None,
             environments=tuple(
@@ -773,7 +795,7 @@ class Experiment(ExperimentFile):
                     env=environment.env,
                     kind=environment.kind,
                     params=copy.deepcopy(environment.params),
-                    placement=environment.placement or self.placement,
+                    placement=environment.placement or placement,
                     policy_mapping=copy.deepcopy(environment.policy_mapping),
                     record_steps=environment.record_steps,
                     copies=environment.copies,
@@ -789,14 +811,32 @@ class Experiment(ExperimentFile):
                     muscle=ComponentSpec(agent.muscle.class_path,
                                          copy.deepcopy({**agent.params, **agent.muscle.params})),
                     brain_placement=agent.placement.brain or (
-                        "thread" if _learns_nothing(agent.brain.class_path) else self.placement),
-                    muscle_placement=agent.placement.muscle or self.placement,
+                        "thread" if _learns_nothing(agent.brain.class_path) else placement),
+                    muscle_placement=agent.placement.muscle or placement,
                     load=None if agent.load is None else LoadRecord(**agent.load.model_dump()),
                     checkpoint_every=agent.checkpoint_every,
                 )
                 for agent in agents
             ),
         )
+
+
+def _phase(settings: ExperimentFile, phase_index: int) -> tuple[
+        str, Mode, int, int | None, list[EnvironmentConfig], list[AgentConfig],
+        TerminationConfig | None]:
+    """The effective settings of a phase: each inherits what it does not set."""
+    name, mode, episodes = DEFAULT_PHASE, settings.mode, settings.episodes
+    max_steps, termination = settings.max_steps, settings.termination
+    environments, agents = list(settings.environments), list(settings.agents)
+    for phase in (settings.phases or [])[: phase_index + 1]:
+        name = phase.name
+        mode = phase.mode or mode
+        episodes = phase.episodes or episodes
+        max_steps = phase.max_steps or max_steps
+        environments = list(phase.environments or environments)
+        agents = list(phase.agents or agents)
+        termination = phase.termination or termination
+    return name, mode, episodes, max_steps, environments, agents, termination
 
 
 def _run_seed(seed: int, run_index: int) -> int:
