@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -10,14 +11,21 @@ from mosaic.store._records import EpisodeStats, EpisodeSummary, RunDetail, RunSu
 
 
 def format_runs_table(runs: Sequence[RunSummary]) -> str:
-    """The runs as an aligned plain-text table, one line per run (``no runs`` if empty)."""
+    """The runs as an aligned plain-text table, one line per run (``no runs`` if empty).
+
+    Runs of a sweep show their values, one column per key path, and a second table groups
+    them by those values: how many runs each point has, how many finished, and the mean and
+    range of their mean returns.
+    """
     if not runs:
         return "no runs"
+    paths = list(dict.fromkeys(path for run in runs for path in run.params))
     headers = [
         "RUN",
         "EXPERIMENT",
         "#",
         "SEED",
+        *paths,
         "STATUS",
         "STARTED",
         "DURATION",
@@ -32,6 +40,7 @@ def format_runs_table(runs: Sequence[RunSummary]) -> str:
             run.experiment,
             str(run.run_index),
             _text(run.seed),
+            *(_param(run.params, path) for path in paths),
             run.status,
             _local(run.started_at),
             _run_duration(run),
@@ -42,7 +51,40 @@ def format_runs_table(runs: Sequence[RunSummary]) -> str:
         ]
         for run in runs
     ]
-    return _table(headers, rows, right={2, 3, 6, 7, 8, 9})
+    shift = len(paths)
+    table = _table(headers, rows, right={2, 3, *(i + shift for i in (6, 7, 8, 9))})
+    if not paths:
+        return table
+    return f"{table}\n\n{_by_params(runs, paths)}"
+
+
+def _by_params(runs: Sequence[RunSummary], paths: list[str]) -> str:
+    """One line per combination of sweep values: runs, finished runs, their mean returns."""
+    groups: dict[tuple[str, ...], list[RunSummary]] = {}
+    for run in runs:
+        groups.setdefault(tuple(_param(run.params, path) for path in paths), []).append(run)
+    rows = []
+    for values, members in groups.items():
+        means = [run.mean_return for run in members if run.mean_return is not None]
+        rows.append([
+            *values,
+            str(len(members)),
+            str(sum(run.status == "finished" for run in members)),
+            _number(sum(means) / len(means) if means else None),
+            f"{_number(min(means))} .. {_number(max(means))}" if means else "-",
+        ])
+    headers = [*paths, "RUNS", "FINISHED", "MEAN RETURN", "RANGE"]
+    shift = len(paths)
+    return "by sweep values\n" + _table(headers, rows, right={shift, shift + 1, shift + 2})
+
+
+def _param(params: dict[str, Any], path: str) -> str:
+    if path not in params:
+        return "-"
+    value = params[path]
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return json.dumps(value) if isinstance(value, list | dict) else str(value)
 
 
 def format_run_detail(detail: RunDetail) -> str:

@@ -13,6 +13,7 @@ class RunSummary:
 
     ``episodes`` and ``steps`` are the run's totals once it ended, and the totals of the
     episodes recorded so far while it has not. ``mean_return`` is over recorded episodes.
+    ``params`` are the values of the experiment's sweep the run was given, by key path.
     """
 
     id: int
@@ -28,6 +29,7 @@ class RunSummary:
     steps: int
     mean_return: float | None
     error: str | None
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

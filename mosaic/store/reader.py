@@ -388,6 +388,7 @@ class Store:
             steps=int(row.steps if final else row.recorded_steps or 0),
             mean_return=_float(row.mean_return),
             error=row.error,
+            params=dict(row.params or {}),
         )
 
 

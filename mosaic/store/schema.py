@@ -29,10 +29,11 @@ __all__ = [
     "transitions",
 ]
 
-SCHEMA_VERSION = 2
-#: Version 2 added the ``copy`` columns of episodes and steps; a version 1 store is upgraded in
-#: place when it is opened for writing (see :func:`ensure_schema`).
-_UPGRADABLE = "1"
+SCHEMA_VERSION = 3
+#: Version 2 added the ``copy`` columns of episodes and steps, version 3 the ``params`` column of
+#: runs; a store of an earlier version is upgraded in place when it is opened for writing (see
+#: :func:`ensure_schema`). Each upgrade only adds.
+_UPGRADABLE = ("1", "2")
 
 RUN_STATUSES = ("created", "running", "finished", "failed", "cancelled")
 FINAL_STATUSES = frozenset({"finished", "failed", "cancelled"})
@@ -78,6 +79,8 @@ runs = sa.Table(
     # Refreshed by the writer while the run is active, so that a reader on another host can tell
     # a live run from one whose process vanished.
     sa.Column("heartbeat_at", sa.Double),
+    # The values of the experiment's sweep this run was given, by key path (null without one).
+    sa.Column("params", sa.JSON),
     sa.CheckConstraint(f"status IN ({_status_list})", name="ck_runs_status"),
 )
 
@@ -175,17 +178,25 @@ def ensure_schema(connection: sa.Connection) -> None:
     ).scalar_one_or_none()
     if found is None:
         connection.execute(sa.insert(meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
-    elif found == _UPGRADABLE:
-        _upgrade(connection)
+    elif found in _UPGRADABLE:
+        _upgrade(connection, int(found))
     else:
         _compare_version(found)
 
 
-def _upgrade(connection: sa.Connection) -> None:
-    """From version 1: add the ``copy`` columns (0 for every existing row)."""
-    for table in (episodes, steps):
-        connection.execute(sa.text(
-            f'ALTER TABLE {table.name} ADD COLUMN "copy" INTEGER NOT NULL DEFAULT 0'))
+def _upgrade(connection: sa.Connection, version: int) -> None:
+    """From ``version`` to :data:`SCHEMA_VERSION`, one version at a time.
+
+    To 2: the ``copy`` columns (0 for every existing row). To 3: the ``params`` column of runs
+    (null for every existing run).
+    """
+    if version < 2:
+        for table in (episodes, steps):
+            connection.execute(sa.text(
+                f'ALTER TABLE {table.name} ADD COLUMN "copy" INTEGER NOT NULL DEFAULT 0'))
+    if version < 3:
+        json_type = runs.c.params.type.compile(dialect=connection.dialect)
+        connection.execute(sa.text(f"ALTER TABLE runs ADD COLUMN params {json_type}"))
     connection.execute(sa.update(meta).where(meta.c.key == "schema_version")
                        .values(value=str(SCHEMA_VERSION)))
 
@@ -206,7 +217,7 @@ def check_schema(connection: sa.Connection, where: str) -> None:
 
 
 def _compare_version(found: str, where: str = "the store") -> None:
-    if found == _UPGRADABLE:
+    if found in _UPGRADABLE:
         raise StoreError(
             f"{where} has schema version {found}; this mosaic upgrades it to version "
             f"{SCHEMA_VERSION} the next time it writes to it (an experiment-start or evaluate "

@@ -253,9 +253,12 @@ class StoreWriter(WriterThreadMixin):
 
     def run_started(
         self, experiment_id: int, uid: str, run_index: int, seed: int | None,
-        timeout: float = CALL_TIMEOUT_S,
+        timeout: float = CALL_TIMEOUT_S, *, params: Mapping[str, Any] | None = None,
     ) -> int:
         """Record a run as running in this process (pid, hostname, now) and return its id.
+
+        ``params`` are the values of the experiment's sweep the run was given, by key path
+        (plain data, stored as JSON; ``None`` without a sweep).
 
         Raises StoreError on a database error (a duplicate ``uid``, an unknown experiment), a
         pending writer error (the run is then not recorded), or when ``timeout`` seconds pass.
@@ -271,6 +274,7 @@ class StoreWriter(WriterThreadMixin):
             "heartbeat_at": now,
             "pid": os.getpid(),
             "hostname": socket.gethostname(),
+            "params": None if params is None else dict(params),
         }
 
         def insert(conn: sa.Connection) -> int:

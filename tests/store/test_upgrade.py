@@ -1,5 +1,6 @@
-"""A store of schema version 1 (before ``copies:``) is upgraded in place by its next writer,
-keeping every row, and a reader asked to open it first says how it gets upgraded."""
+"""A store of schema version 1 (before ``copies:``) or 2 (before sweeps) is upgraded in place by
+its next writer, keeping every row, and a reader asked to open it first says how it gets
+upgraded."""
 
 from __future__ import annotations
 
@@ -14,13 +15,40 @@ from mosaic.store import SCHEMA_VERSION, open_store
 from tests.store.test_writer import make_writer, new_run
 
 
+def _downgrade_to_version_2(path) -> None:
+    """What a version 2 store looks like: no params column of runs."""
+    with closing(sqlite3.connect(path)) as db:
+        db.execute("ALTER TABLE runs DROP COLUMN params")
+        db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+        db.commit()
+
+
 def _downgrade_to_version_1(path) -> None:
-    """What a version 1 store looks like: no copy columns."""
+    """What a version 1 store looks like: no copy columns either."""
+    _downgrade_to_version_2(path)
     with closing(sqlite3.connect(path)) as db:
         db.execute("ALTER TABLE episodes DROP COLUMN copy")
         db.execute("ALTER TABLE steps DROP COLUMN copy")
         db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
         db.commit()
+
+
+def test_a_version_2_store_gets_the_params_column_from_its_next_writer(tmp_path, writers):
+    path = tmp_path / "old.sqlite"
+    writer = make_writer(writers, path)
+    new_run(writer)
+    writer.close(timeout=5)
+    _downgrade_to_version_2(path)
+
+    with pytest.raises(StoreError, match="schema version 2; this mosaic upgrades it"):
+        open_store(path)
+
+    writer = make_writer(writers, path)
+    run = writer.run_started(1, "swept", 1, 5, params={"agents.0.params.gamma": 0.9})
+    writer.run_finished(run, "finished", None, 0, 0)
+    writer.close(timeout=5)
+    with open_store(path) as store:
+        assert [run.params for run in store.list_runs()] == [{}, {"agents.0.params.gamma": 0.9}]
 
 
 def test_a_version_1_store_is_upgraded_by_its_next_writer(tmp_path, writers):
