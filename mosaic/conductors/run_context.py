@@ -8,6 +8,7 @@ flag, the store writer and live progress counters. It never crosses a process bo
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
 #: A component's time to shut down after a failure or a cancel (see RunContext.shutdown_timeout).
 HURRIED_SHUTDOWN_S = 0.5
 
+#: How many of the last episodes the recent mean return is over (progress and the summary).
+RECENT_EPISODES = 100
+
 #: Component kinds on the per-step path, pinned to the run's step-loop CPU.
 HOT_LOOP_KINDS = frozenset({"environment", "muscle"})
 
@@ -43,10 +47,27 @@ class Progress:
     #: agent uid -> sum of its episode returns (its slots' rewards), for per-agent means.
     agent_return_sums: dict[str, float] = field(default_factory=dict)
     last_return: float | None = None
+    #: The returns of the last RECENT_EPISODES episodes, and of each agent in them.
+    recent_returns: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_EPISODES))
+    agent_recent_returns: dict[str, deque[float]] = field(default_factory=dict)
     #: Hex digest of every step taken so far (set when the simulation stops).
     digest: str | None = None
     first_step_at: float | None = None
     last_step_at: float | None = None
+
+    def agent_ended_episode(self, agent: str, total: float) -> None:
+        """Count ``total``, ``agent``'s return in an episode that ended."""
+        self.agent_return_sums[agent] = self.agent_return_sums.get(agent, 0.0) + total
+        recent = self.agent_recent_returns.get(agent)
+        if recent is None:
+            recent = self.agent_recent_returns[agent] = deque(maxlen=RECENT_EPISODES)
+        recent.append(total)
+
+    @property
+    def recent_mean(self) -> float | None:
+        """The mean return of the last :data:`RECENT_EPISODES` episodes (None before any)."""
+        recent = list(self.recent_returns)  # a copy: the controller appends meanwhile
+        return sum(recent) / len(recent) if recent else None
 
 
 class Supervisor:

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mosaic.conductors.run_context import RunContext
 from mosaic.core.affinity import available_cpus, choose_cpu, pin_thread
@@ -77,6 +77,11 @@ class RunResult:
     digest: str | None = None
     #: agent uid -> mean episode return; in a zero-sum game the overall mean says nothing.
     agent_means: dict[str, float] = field(default_factory=dict)
+    #: The mean return of the last RECENT_EPISODES episodes, overall and per agent.
+    recent_mean: float | None = None
+    agent_recent_means: dict[str, float] = field(default_factory=dict)
+    #: The values of the experiment's sweep this run was given, by key path.
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 ProgressCallback = Callable[[int, RunContext], None]
@@ -86,12 +91,15 @@ class Executor:
     """Runs the runs of one experiment, ``jobs`` at a time, recording them in the store.
 
     Signals: the first SIGINT or SIGTERM cancels (the current run shuts down in order, later runs
-    do not start); a second SIGINT kills every component process and exits at once with 130.
+    do not start); a second SIGINT kills every component process and, with ``exit_at_once``
+    (a command's choice), exits at once with 130; without it (a library's), the runs then end
+    within their shutdown timeouts, every component of theirs already gone.
     """
 
     def __init__(self, experiment: Experiment, store: StoreWriter, *,
                  on_progress: ProgressCallback | None = None,
-                 on_run_end: Callable[[RunResult], None] | None = None, jobs: int = 1) -> None:
+                 on_run_end: Callable[[RunResult], None] | None = None, jobs: int = 1,
+                 exit_at_once: bool = True) -> None:
         self.experiment = experiment
         self.store = store
         self.on_progress = on_progress
@@ -100,6 +108,7 @@ class Executor:
         if jobs < 1:
             raise ValueError(f"jobs must be at least 1, got {jobs}")
         self.jobs = jobs
+        self.exit_at_once = exit_at_once
         self._active: set[RunContext] = set()
         self._lock = threading.Lock()
         self._signals = 0
@@ -121,9 +130,10 @@ class Executor:
         if self._signals > 1 and signum == signal.SIGINT:
             # Forced exit: nothing orderly any more, but no orphans and no ipc folders either.
             kill_all_processes()
-            for ctx in list(self._active):
-                ctx.endpoints.cleanup()
-            os._exit(130)
+            if self.exit_at_once:
+                for ctx in list(self._active):
+                    ctx.endpoints.cleanup()
+                os._exit(130)
         if self.cancelled_by is None:
             self.cancelled_by = signum
         for ctx in list(self._active):
@@ -144,7 +154,8 @@ class Executor:
 
     # -- runs -----------------------------------------------------------------------------
     def execute(self) -> list[RunResult]:
-        """Run every run, up to ``jobs`` at once; return their results in run order.
+        """Run every run (every seed of every sweep point), up to ``jobs`` at once; return
+        their results in run order.
 
         Runs not started because of a cancel are absent. A run that fails does not stop the
         others; it only skips its own later phases. Every run gets fresh credentials (see
@@ -194,7 +205,7 @@ class Executor:
         experiment = self.experiment
         base = f"{prefix}-r{index}"
         results = []
-        for phase_index, phase in enumerate(experiment.phase_names()):
+        for phase_index, phase in enumerate(experiment.phase_names(index)):
             if self.cancelled_by is not None:
                 break
             run_uid = base if experiment.phases is None else f"{base}-{phase}"
@@ -221,7 +232,7 @@ class Executor:
         """
         experiment = self.experiment.uid
         root = checkpoint_root(self.experiment.store_path)
-        earlier = self.experiment.phase_names()[: config.phase_index]
+        earlier = self.experiment.phase_names(config.run_index)[: config.phase_index]
         agents = []
         for agent in config.agents:
             spec, load = agent.load, None
@@ -245,11 +256,14 @@ class Executor:
 
     def _run(self, experiment_id: int, run_uid: str, index: int, seed: int,
              config: RunConfig, cpu: int | None, problem: str | None = None) -> RunResult:
-        run_id = self.store.run_started(experiment_id, run_uid, index, seed)
+        params = self.experiment.run_params(index)
+        run_id = self.store.run_started(experiment_id, run_uid, index, seed,
+                                        params=params or None)
         if problem is not None:
             log.error("run %s: %s", run_uid, problem)
             self.store.run_finished(run_id, "failed", problem, 0, 0)
-            return RunResult(run_uid, index, seed, config.phase, "failed", problem, 0, 0, None, 0.0)
+            return RunResult(run_uid, index, seed, config.phase, "failed", problem, 0, 0, None, 0.0,
+                             params=params)
         ctx = RunContext.for_run(self.experiment.uid, run_uid, run_id, seed, config, self.store,
                                  self._keys)
         timeouts, endpoints = ctx.timeouts, ctx.endpoints
@@ -309,6 +323,10 @@ class Executor:
             {agent: total / progress.episodes
              for agent, total in progress.agent_return_sums.items()}
             if progress.episodes else {},
+            progress.recent_mean,
+            {agent: sum(recent) / len(recent)
+             for agent, recent in progress.agent_recent_returns.items() if recent},
+            params,
         )
 
     def _governor_check(self, governor: ThreadPlaced) -> Callable[[], None]:

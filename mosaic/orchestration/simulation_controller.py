@@ -435,9 +435,7 @@ class SimulationController(Component):
     def _end_copy_episode(self, loop: _VectorLoop, copy: int, terminated: bool,
                           truncated: bool) -> None:
         total = float(loop.returns[copy])
-        agent = loop.mapping[loop.slot]
-        progress = self.ctx.progress
-        progress.agent_return_sums[agent] = progress.agent_return_sums.get(agent, 0.0) + total
+        self.ctx.progress.agent_ended_episode(loop.mapping[loop.slot], total)
         if loop.record_episodes and self.ctx.store is not None:
             # A vector that resets its copies itself seeds them all at once, not per episode.
             seed = int(loop.seeds[copy]) if loop.reseeds else None
@@ -549,10 +547,12 @@ class SimulationController(Component):
 
     def _end_episode(self, loop: _EnvironmentLoop, terminated: bool, truncated: bool) -> None:
         total = sum(loop.returns.values())
-        agent_returns = self.ctx.progress.agent_return_sums
+        by_agent: dict[str, float] = {}
         for slot, value in loop.returns.items():
             agent = loop.mapping[slot]
-            agent_returns[agent] = agent_returns.get(agent, 0.0) + value
+            by_agent[agent] = by_agent.get(agent, 0.0) + value
+        for agent, value in by_agent.items():
+            self.ctx.progress.agent_ended_episode(agent, value)
         if loop.record_episodes and self.ctx.store is not None:
             self.ctx.store.record_episode(self.ctx.run_id, loop.uid, loop.episode, loop.step, total,
                                           dict(loop.returns), terminated, truncated,
@@ -568,6 +568,7 @@ class SimulationController(Component):
         progress.episodes += 1
         progress.return_sum += total
         progress.last_return = total
+        progress.recent_returns.append(total)
         progress.last_step_at = time.time()
         reason = self._termination.reached(environment, total, progress)
         if reason is not None:
