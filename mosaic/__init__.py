@@ -6,7 +6,8 @@ What a user writes against, in one place:
   :class:`NoOpBrain` and :class:`RandomMuscle`;
 * environments: the :class:`EnvironmentAdapter` contract and :func:`make_environment`;
 * operators: the :class:`Operator` protocol;
-* experiments: :func:`load_experiment` and :class:`Experiment`;
+* experiments: :func:`load_experiment` and :class:`Experiment`, and :func:`run`, which runs one
+  (with overrides of its keys) as ``mosaic experiment-start`` does and returns :class:`Results`;
 * results: :func:`open_store` and :class:`Store`;
 * errors: :class:`MosaicError`, the base of every error mosaic raises, and :class:`ConfigError`.
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
         RandomMuscle,
         Slot,
     )
+    from mosaic.api import Results, run
     from mosaic.core.errors import ConfigError, MosaicError
     from mosaic.environments import EnvironmentAdapter, Outcome, make_environment
     from mosaic.experiment import Experiment, load_experiment
@@ -47,6 +49,7 @@ _HOMES = {
     **dict.fromkeys(("EnvironmentAdapter", "Outcome", "make_environment"), "mosaic.environments"),
     **dict.fromkeys(("Experiment", "load_experiment"), "mosaic.experiment"),
     "Operator": "mosaic.operators",
+    **dict.fromkeys(("Results", "run"), "mosaic.api"),
     **dict.fromkeys(("Store", "open_store"), "mosaic.store"),
 }
 
@@ -64,12 +67,14 @@ __all__ = [
     "Operator",
     "Outcome",
     "RandomMuscle",
+    "Results",
     "Slot",
     "Store",
     "__version__",
     "load_experiment",
     "make_environment",
     "open_store",
+    "run",
 ]
 
 

@@ -67,7 +67,7 @@ def cli() -> None:
               "(default: the file's store.path, or <experiment>.sqlite next to it).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Runs (seeds) to run at once, each with its own RunGovernor.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress line and no summary table.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars and no summary table.")
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
 @click.option("--timings", metavar="FILE", hidden=True,
               help="Write first/last step wall-clock times as JSON (for benchmarks).")
@@ -76,42 +76,36 @@ def experiment_start(file: str, store: str | None, jobs: int, quiet: bool, verbo
     """Run the experiment in FILE and record every step."""
     configure_logging(logging.WARNING - 10 * min(verbose, 2))
     experiment = _load(file, store)
-    from mosaic.cli.report import ProgressLine, format_run_line, format_summary
+    from mosaic.api.execution import execute, open_results
+    from mosaic.api.progress import ProgressDisplay
+    from mosaic.cli.report import format_run_line, format_summary, format_title
     from mosaic.core.errors import StoreError
-    from mosaic.orchestration.executor import Executor
-    from mosaic.store import StoreWriter
 
-    runs = experiment.runs
-    schedule = ", ".join(
-        f"{config.phase} ({config.mode}, {config.episodes} episodes)"
-        for config in (experiment.run_config(0, p) for p in range(len(experiment.phase_names()))))
-    if not experiment.phases:
-        schedule = f"{experiment.episodes} episode(s)"
-    click.echo(f"mosaic: experiment {experiment.uid!r}: {runs} run(s) x {schedule}, "
-               f"seed {experiment.seed}", err=True)
-    progress = ProgressLine(runs) if not quiet else None
+    click.echo(format_title(experiment), err=True)
+    display = ProgressDisplay(experiment.run_count) if not quiet else None
 
     def run_ended(result):  # type: ignore[no-untyped-def]
-        if progress is not None:
-            progress.clear()
-        click.echo(format_run_line(result), err=True)
+        if display is not None:
+            display.run_ended(result.index, format_run_line(result))
+        else:
+            click.echo(format_run_line(result), err=True)
 
     try:
-        writer = StoreWriter(experiment.store_path)
-        writer.start()
+        writer = open_results(experiment)
     except StoreError as error:
         exit_with_error(error, EXIT_BAD_INPUT)
     try:
-        executor = Executor(experiment, writer,
-                            on_progress=progress.update if progress is not None else None,
-                            on_run_end=run_ended, jobs=jobs)
-        results = executor.execute()
+        execution = execute(experiment, writer, jobs=jobs,
+                            on_progress=display.update if display is not None else None,
+                            on_run_end=run_ended)
     except StoreError as error:
         # The database failed under a running experiment (disk full, locked for too long):
         # what was written before is committed; say so instead of a traceback.
         exit_with_error(error, EXIT_FAILED)
     finally:
-        writer.close(60.0)
+        if display is not None:
+            display.close()
+    results = execution.results
     if timings:
         Path(timings).write_text(json.dumps({
             "first_step_at": min((r.first_step_at for r in results if r.first_step_at),
@@ -121,9 +115,9 @@ def experiment_start(file: str, store: str | None, jobs: int, quiet: bool, verbo
     if not quiet:
         click.echo("")
         click.echo(format_summary(results, str(experiment.store_path)))
-    if executor.cancelled_by is not None:
+    if execution.cancelled_by is not None:
         click.echo("mosaic: cancelled; every step taken so far is stored.", err=True)
-        sys.exit(EXIT_SIGNAL.get(executor.cancelled_by, EXIT_FAILED))
+        sys.exit(EXIT_SIGNAL.get(execution.cancelled_by, EXIT_FAILED))
     sys.exit(EXIT_OK if results and all(r.status == "finished" for r in results) else EXIT_FAILED)
 
 
@@ -132,7 +126,9 @@ def experiment_start(file: str, store: str | None, jobs: int, quiet: bool, verbo
 def experiment_check(file: str) -> None:
     """Validate FILE without running it."""
     experiment = _load(file)
-    click.echo(f"{file}: ok: experiment {experiment.uid!r}, {experiment.runs} run(s), "
+    sweep = f" ({len(experiment.points)} sweep points x {experiment.runs} seed(s))" if (
+        experiment.points) else ""
+    click.echo(f"{file}: ok: experiment {experiment.uid!r}, {experiment.run_count} run(s){sweep}, "
                f"{len(experiment.environments)} environment(s), {len(experiment.agents)} agent(s); "
                f"results go to {experiment.store_path}")
 

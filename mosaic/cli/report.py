@@ -1,76 +1,53 @@
-"""What a user sees while a run steps, and the summary at the end."""
+"""What ``mosaic experiment-start`` prints about its runs: the title, a line per run that
+ends, and the summary table (progress bars: :mod:`mosaic.api.progress`)."""
 
 from __future__ import annotations
 
-import sys
-import threading
-import time
-from typing import TextIO
+from typing import TYPE_CHECKING, Any
 
-from mosaic.conductors.run_context import RunContext
+from mosaic.conductors.run_context import RECENT_EPISODES
 from mosaic.orchestration.executor import RunResult
 
-#: Redraw the progress line at most this often (seconds).
-REDRAW_S = 0.2
+if TYPE_CHECKING:
+    from mosaic.experiment import Experiment
 
-
-class ProgressLine:
-    """A one-line progress display on a terminal; silent when the stream is not a terminal."""
-
-    def __init__(self, runs: int, stream: TextIO | None = None) -> None:
-        self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty()
-        self.runs = runs
-        self._last_draw = 0.0
-        self._width = 0
-        self._started: dict[int, tuple[float, int]] = {}
-        self._lock = threading.Lock()
-
-    def update(self, index: int, ctx: RunContext) -> None:
-        """Redraw for run ``index``; called from each run's thread (several with --jobs)."""
-        with self._lock:
-            self._update(index, ctx)
-
-    def _update(self, index: int, ctx: RunContext) -> None:
-        now = time.monotonic()
-        if not self.enabled or now - self._last_draw < REDRAW_S:
-            return
-        self._last_draw = now
-        p = ctx.progress
-        started_at, _ = self._started.setdefault(index, (now, p.steps))
-        rate = p.steps / (now - started_at) if now > started_at else 0.0
-        last = f" | last return {p.last_return:.2f}" if p.last_return is not None else ""
-        text = (f"run {index + 1}/{self.runs} | episode {p.episodes}/{p.episodes_total} | "
-                f"{p.steps:,} steps | {rate:,.0f} steps/s{last}")
-        self.stream.write("\r" + text.ljust(self._width))
-        self._width = len(text)
-        self.stream.flush()
-
-    def clear(self) -> None:
-        with self._lock:
-            self._clear()
-
-    def _clear(self) -> None:
-        if self.enabled and self._width:
-            self.stream.write("\r" + " " * self._width + "\r")
-            self.stream.flush()
-            self._width = 0
+def format_title(experiment: Experiment) -> str:
+    """The first line of ``mosaic experiment-start``: what is about to run."""
+    if experiment.points:
+        return (f"mosaic: experiment {experiment.uid!r}: {experiment.run_count} run(s) = "
+                f"{len(experiment.points)} sweep point(s) x {experiment.runs} seed(s), "
+                f"seed {experiment.seed}")
+    schedule = ", ".join(
+        f"{config.phase} ({config.mode}, {config.episodes} episodes)"
+        for config in (experiment.run_config(0, p)
+                       for p in range(len(experiment.phase_names()))))
+    if not experiment.phases:
+        schedule = f"{experiment.episodes} episode(s)"
+    return (f"mosaic: experiment {experiment.uid!r}: {experiment.runs} run(s) x {schedule}, "
+            f"seed {experiment.seed}")
 
 
 def _mean(result: RunResult) -> str:
-    """The mean return; per agent when several agents share the environments."""
-    if len(result.agent_means) > 1:
+    """The mean return of the last RECENT_EPISODES episodes; per agent when several agents
+    share the environments."""
+    if len(result.agent_recent_means) > 1:
         return " ".join(f"{agent} {value:.2f}"
-                        for agent, value in sorted(result.agent_means.items()))
-    return f"{result.mean_return:.2f}" if result.mean_return is not None else "-"
+                        for agent, value in sorted(result.agent_recent_means.items()))
+    return f"{result.recent_mean:.2f}" if result.recent_mean is not None else "-"
+
+
+def _param(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def format_run_line(result: RunResult) -> str:
     """One line per finished run, printed as soon as it ends."""
     mean = _mean(result)
     phase = f" ({result.phase})" if result.phase != "main" else ""
-    line = (f"run {result.index + 1}{phase} {result.status}: {result.episodes} episodes, "
-            f"{result.steps:,} steps, mean return {mean}, {result.wall_time:.2f} s")
+    values = "".join(f" {path}={_param(value)}" for path, value in result.params.items())
+    line = (f"run {result.index + 1}{phase}{values} {result.status}: {result.episodes} episodes, "
+            f"{result.steps:,} steps, mean return (last {RECENT_EPISODES}) {mean}, "
+            f"{result.wall_time:.2f} s")
     if result.error:
         line += f"\n  error: {result.error}"
     if result.killed:
@@ -80,13 +57,15 @@ def format_run_line(result: RunResult) -> str:
 
 def format_summary(results: list[RunResult], store_path: str) -> str:
     """The table at the end of ``mosaic experiment-start``."""
-    headers = ("run", "seed", "status", "episodes", "steps", "mean return", "wall time", "steps/s",
-               "digest")
+    paths = list(dict.fromkeys(path for r in results for path in r.params))
+    headers = ("run", "seed", *paths, "status", "episodes", "steps",
+               f"mean return (last {RECENT_EPISODES})", "wall time", "steps/s", "digest")
     rows = []
     for r in results:
         rate = r.steps / r.wall_time if r.wall_time > 0 else 0.0
-        rows.append((r.uid, str(r.seed), r.status, str(r.episodes), f"{r.steps:,}",
-                     _mean(r),
+        rows.append((r.uid, str(r.seed),
+                     *(_param(r.params[path]) if path in r.params else "-" for path in paths),
+                     r.status, str(r.episodes), f"{r.steps:,}", _mean(r),
                      f"{r.wall_time:.2f} s", f"{rate:,.0f}", (r.digest or "-")[:16]))
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
               for i, h in enumerate(headers)]

@@ -1,0 +1,100 @@
+"""What :func:`mosaic.run` returns: each run's outcome, and its episodes as a DataFrame."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mosaic.api.frames import episodes_frame
+from mosaic.conductors.run_context import RECENT_EPISODES
+from mosaic.orchestration.executor import RunResult
+
+if TYPE_CHECKING:
+    import pandas
+
+__all__ = ["Results", "RunRecord"]
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """How one run (one phase of one run, with ``phases:``) ended.
+
+    ``index`` numbers the runs of the command (every seed of every sweep point), ``params``
+    are the run's sweep values by key path (empty without a sweep), ``status`` is
+    ``finished``, ``failed`` or ``cancelled`` (``error`` says why it failed), and ``digest``
+    is the hex digest of every observation, action and reward (the same file, seed and values
+    give the same digest). ``mean_return`` is over all its episodes, ``recent_mean_return``
+    over the last :data:`~mosaic.conductors.run_context.RECENT_EPISODES`.
+    """
+
+    uid: str
+    index: int
+    seed: int
+    phase: str
+    status: str
+    error: str | None
+    episodes: int
+    steps: int
+    digest: str | None
+    mean_return: float | None
+    recent_mean_return: float | None
+    wall_time: float
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_result(cls, result: RunResult) -> RunRecord:
+        """The record of an executor's result."""
+        return cls(result.uid, result.index, result.seed, result.phase, result.status,
+                   result.error, result.episodes, result.steps, result.digest,
+                   result.mean_return, result.recent_mean, result.wall_time,
+                   dict(result.params))
+
+
+class Results:
+    """The runs of one :func:`mosaic.run`, in run order, and the store that holds them.
+
+    Iterating, ``len()`` and indexing go over :attr:`runs`. :meth:`episodes` reads their
+    episodes back from the store.
+    """
+
+    #: The number of last episodes ``recent_mean_return`` is over.
+    recent_episodes = RECENT_EPISODES
+
+    def __init__(self, experiment_uid: str, runs: list[RunRecord], store_path: Path) -> None:
+        self.experiment_uid = experiment_uid
+        self.runs: tuple[RunRecord, ...] = tuple(runs)
+        self.store_path = store_path
+
+    @property
+    def ok(self) -> bool:
+        """Whether there were runs and every one finished."""
+        return bool(self.runs) and all(run.status == "finished" for run in self.runs)
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def __iter__(self) -> Iterator[RunRecord]:
+        return iter(self.runs)
+
+    def __getitem__(self, index: int) -> RunRecord:
+        return self.runs[index]
+
+    def __repr__(self) -> str:
+        statuses: dict[str, int] = {}
+        for run in self.runs:
+            statuses[run.status] = statuses.get(run.status, 0) + 1
+        counts = ", ".join(f"{count} {status}" for status, count in statuses.items())
+        return (f"<Results of {self.experiment_uid!r}: {len(self.runs)} run(s)"
+                f"{': ' + counts if counts else ''}; store {self.store_path}>")
+
+    def episodes(self) -> pandas.DataFrame:
+        """Every recorded episode of these runs as a pandas DataFrame, one row per episode.
+
+        See :func:`mosaic.api.frames.episodes_frame` for the columns; what is recorded follows
+        the file's ``record_steps``. Raises ImportError (naming the ``pandas`` extra) without
+        pandas, and :class:`~mosaic.core.errors.StoreError` if the store cannot be read.
+        """
+        return episodes_frame(self.store_path,
+                              [(run.uid, run.index, run.seed, run.params) for run in self.runs])

@@ -1,0 +1,92 @@
+"""``mosaic.run``: run an experiment from Python, as ``mosaic experiment-start`` does."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Mapping
+from typing import Any
+
+from mosaic.api.execution import execute, open_results
+from mosaic.api.progress import ProgressDisplay
+from mosaic.api.results import Results, RunRecord
+from mosaic.experiment import Experiment, experiment_from_data, load_experiment
+from mosaic.orchestration.executor import RunResult
+
+__all__ = ["run"]
+
+# What an Experiment holds beyond the file's keys: not data to override.
+_RESOLVED = {"source", "store_path", "curve_keys_dir", "points"}
+
+
+def run(experiment: str | os.PathLike[str] | Experiment | Mapping[str, Any], /, *,
+        jobs: int = 1, progress: bool | None = None, **overrides: Any) -> Results:
+    """Run ``experiment`` and return its :class:`~mosaic.api.results.Results`.
+
+    ``experiment`` is an experiment file's path, an :class:`~mosaic.experiment.Experiment`
+    from :func:`~mosaic.load_experiment`, or a mapping with what a file would hold (read as the
+    file ``<uid>.yml`` in the current folder: the default store is ``<uid>.sqlite`` there).
+
+    ``overrides`` replace keys of the file, as if written there: ``seed=3``, ``episodes=50``,
+    ``store={"path": "x.sqlite"}`` (a mapping replaces the whole section), ``sweep={...}``
+    (or ``sweep=None`` to run without the file's sweep), and nested keys by their key path,
+    dots between keys and numbers for list items:
+    ``**{"agents.0.params.learning_rate": 0.01}``. A relative ``store.path`` resolves against
+    the file's folder. ``jobs`` runs that many runs at once; ``progress`` shows a bar per
+    active run on stderr (``None``: only on a terminal or in a notebook; ``False``: never;
+    ``True``: always, as plain lines where bars cannot be drawn).
+
+    The runs go through the same orchestration, store and ordered shutdown as
+    ``mosaic experiment-start``; a run that fails does not raise (see ``Results.ok`` and each
+    run's ``status`` and ``error``). Ctrl-C (SIGINT in the main thread) cancels the runs in
+    order, stores every step taken, and raises KeyboardInterrupt once nothing of them is left
+    running; a second Ctrl-C kills their component processes first. SIGTERM cancels the same
+    way, then is handed to the handler that was in place before.
+
+    Raises :class:`~mosaic.core.errors.ConfigError` for an invalid experiment or override
+    (with the key path, as the command prints it) and
+    :class:`~mosaic.core.errors.StoreError` for a store that cannot be opened or fails.
+    """
+    loaded = _experiment(experiment, overrides)
+    display = ProgressDisplay(loaded.run_count) if progress is not False else None
+    if display is not None and progress is None and not display.live:
+        display = None  # plain lines only when asked for
+    writer = open_results(loaded)
+
+    def ended(result: RunResult) -> None:
+        if display is not None:
+            display.run_ended(result.index)
+
+    try:
+        execution = execute(loaded, writer, jobs=jobs,
+                            on_progress=display.update if display is not None else None,
+                            on_run_end=ended, exit_at_once=False)
+    finally:
+        if display is not None:
+            display.close()
+    if execution.cancelled_by == signal.SIGINT:
+        raise KeyboardInterrupt
+    if execution.cancelled_by is not None:
+        os.kill(os.getpid(), execution.cancelled_by)
+    return Results(loaded.uid, [RunRecord.from_result(r) for r in execution.results],
+                   execution.store_path)
+
+
+def _experiment(experiment: str | os.PathLike[str] | Experiment | Mapping[str, Any],
+                overrides: Mapping[str, Any]) -> Experiment:
+    """The experiment to run: loaded, validated, with ``overrides`` set."""
+    if isinstance(experiment, Experiment):
+        if not overrides:
+            return experiment
+        data = experiment.model_dump(by_alias=True, exclude_unset=True, exclude=_RESOLVED)
+        changed = experiment_from_data(data, source=experiment.source, overrides=overrides)
+        if any(path.split(".")[0] == "store" for path in overrides):
+            return changed
+        # The store it was loaded with (a --store-like override included) stays.
+        return changed.model_copy(update={"store_path": experiment.store_path})
+    if isinstance(experiment, Mapping):
+        return experiment_from_data(experiment, overrides=overrides)
+    if isinstance(experiment, str | os.PathLike):
+        return load_experiment(experiment, overrides=overrides)
+    raise TypeError("run() takes an experiment file's path, an Experiment or a mapping, got "
+                    f"{type(experiment).__name__}")
