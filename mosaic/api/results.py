@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mosaic.api.frames import episodes_frame
 from mosaic.conductors.run_context import RECENT_EPISODES
 from mosaic.orchestration.executor import RunResult
+from mosaic.store import open_store
 
 if TYPE_CHECKING:
     import pandas
@@ -92,9 +92,16 @@ class Results:
     def episodes(self) -> pandas.DataFrame:
         """Every recorded episode of these runs as a pandas DataFrame, one row per episode.
 
-        See :func:`mosaic.api.frames.episodes_frame` for the columns; what is recorded follows
-        the file's ``record_steps``. Raises ImportError (naming the ``pandas`` extra) without
-        pandas, and :class:`~mosaic.core.errors.StoreError` if the store cannot be read.
+        The columns of :meth:`mosaic.store.Store.episodes_frame`, with one column per key
+        path of the sweep after ``run``; what is recorded follows the file's
+        ``record_steps``. Raises :class:`~mosaic.core.errors.MissingExtra` (an ImportError
+        naming the ``results`` extra) without pandas, and
+        :class:`~mosaic.core.errors.StoreError` if the store cannot be read.
         """
-        return episodes_frame(self.store_path,
-                              [(run.uid, run.index, run.seed, run.params) for run in self.runs])
+        with open_store(self.store_path) as store:
+            frame = store.episodes_frame(*(run.uid for run in self.runs))
+        by_uid = {run.uid: run.params for run in self.runs}
+        paths = list(dict.fromkeys(path for params in by_uid.values() for path in params))
+        for position, path in enumerate(paths, start=1):
+            frame.insert(position, path, [by_uid[uid].get(path) for uid in frame["run"]])
+        return frame

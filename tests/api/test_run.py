@@ -72,7 +72,7 @@ def test_overrides_change_what_they_say_and_a_sweep_records_its_values(tmp_path)
     assert stored == [('{"max_steps": 2}',), ('{"max_steps": 5}',)]
 
     frame = swept.episodes()
-    assert list(frame.columns[:4]) == ["run", "run_index", "seed", "max_steps"]
+    assert list(frame.columns[:2]) == ["run", "max_steps"]
     assert len(frame) == 6 and frame.groupby("max_steps")["steps"].sum().to_dict() == {2: 6,
                                                                                         5: 15}
 
@@ -105,7 +105,7 @@ def test_episodes_without_pandas_names_the_extra(tmp_path, monkeypatch):
     path = write_experiment(tmp_path, cartpole(episodes=1, max_steps="2"))
     results = mosaic.run(path)
     monkeypatch.setitem(sys.modules, "pandas", None)
-    with pytest.raises(ImportError, match=r"mosaic\[pandas\]"):
+    with pytest.raises(ImportError, match=r"mosaic\[results\]"):
         results.episodes()
 
 
