@@ -26,11 +26,11 @@ CLOSE_TIMEOUT_S = 60.0
 class Execution:
     """What :func:`execute` did: each run's result in run order (a run cancelled before it
     started is absent), the signal that cancelled the runs (``None`` if none did), and the
-    store they are recorded in."""
+    store they are recorded in (a SQLite file, or a database's URL)."""
 
     results: list[RunResult]
     cancelled_by: int | None
-    store_path: Path
+    store: Path | str
 
 
 def open_results(experiment: Experiment) -> StoreWriter:
@@ -39,7 +39,7 @@ def open_results(experiment: Experiment) -> StoreWriter:
     Raises :class:`~mosaic.core.errors.StoreError` if it cannot be opened; nothing has started
     then.
     """
-    writer = StoreWriter(experiment.store_path)
+    writer = StoreWriter(experiment.store_target)
     writer.start()
     return writer
 
@@ -64,4 +64,4 @@ def execute(experiment: Experiment, writer: StoreWriter, *, jobs: int = 1,
         results = executor.execute()
     finally:
         writer.close(CLOSE_TIMEOUT_S)
-    return Execution(results, executor.cancelled_by, experiment.store_path)
+    return Execution(results, executor.cancelled_by, experiment.store_target)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mosaic.conductors.run_context import RECENT_EPISODES
+from mosaic.core.store_url import mask
 from mosaic.orchestration.executor import RunResult
 from mosaic.store import open_store
 
@@ -53,7 +54,8 @@ class RunRecord:
 
 
 class Results:
-    """The runs of one :func:`mosaic.run`, in run order, and the store that holds them.
+    """The runs of one :func:`mosaic.run`, in run order, and the store that holds them
+    (``store_path``: a SQLite file, or a database's URL).
 
     Iterating, ``len()`` and indexing go over :attr:`runs`. :meth:`episodes` reads their
     episodes back from the store.
@@ -62,7 +64,8 @@ class Results:
     #: The number of last episodes ``recent_mean_return`` is over.
     recent_episodes = RECENT_EPISODES
 
-    def __init__(self, experiment_uid: str, runs: list[RunRecord], store_path: Path) -> None:
+    def __init__(self, experiment_uid: str, runs: list[RunRecord],
+                 store_path: Path | str) -> None:
         self.experiment_uid = experiment_uid
         self.runs: tuple[RunRecord, ...] = tuple(runs)
         self.store_path = store_path
@@ -87,7 +90,7 @@ class Results:
             statuses[run.status] = statuses.get(run.status, 0) + 1
         counts = ", ".join(f"{count} {status}" for status, count in statuses.items())
         return (f"<Results of {self.experiment_uid!r}: {len(self.runs)} run(s)"
-                f"{': ' + counts if counts else ''}; store {self.store_path}>")
+                f"{': ' + counts if counts else ''}; store {mask(self.store_path)}>")
 
     def episodes(self) -> pandas.DataFrame:
         """Every recorded episode of these runs as a pandas DataFrame, one row per episode.

@@ -16,7 +16,7 @@ from mosaic.orchestration.executor import RunResult
 __all__ = ["run"]
 
 # What an Experiment holds beyond the file's keys: not data to override.
-_RESOLVED = {"source", "store_path", "curve_keys_dir", "points"}
+_RESOLVED = {"source", "store_path", "store_url", "curve_keys_dir", "points"}
 
 
 def run(experiment: str | os.PathLike[str] | Experiment | Mapping[str, Any], /, *,
@@ -69,7 +69,7 @@ def run(experiment: str | os.PathLike[str] | Experiment | Mapping[str, Any], /, 
     if execution.cancelled_by is not None:
         os.kill(os.getpid(), execution.cancelled_by)
     return Results(loaded.uid, [RunRecord.from_result(r) for r in execution.results],
-                   execution.store_path)
+                   execution.store)
 
 
 def _experiment(experiment: str | os.PathLike[str] | Experiment | Mapping[str, Any],
@@ -83,7 +83,8 @@ def _experiment(experiment: str | os.PathLike[str] | Experiment | Mapping[str, A
         if any(path.split(".")[0] == "store" for path in overrides):
             return changed
         # The store it was loaded with (a --store-like override included) stays.
-        return changed.model_copy(update={"store_path": experiment.store_path})
+        return changed.model_copy(update={"store_path": experiment.store_path,
+                                          "store_url": experiment.store_url})
     if isinstance(experiment, Mapping):
         return experiment_from_data(experiment, overrides=overrides)
     if isinstance(experiment, str | os.PathLike):

@@ -52,8 +52,8 @@ def _python_signals() -> None:
 
 @click.command("evaluate")
 @_evaluation_options("WARNING", "Log level for mosaic and worker messages on stderr.")
-@click.option("--store", metavar="PATH", help="SQLite file for the results "
-              "(default: <file stem>.sqlite next to FILE).")
+@click.option("--store", metavar="PATH|URL", help="SQLite file or PostgreSQL URL for the "
+              "results (default: <file stem>.sqlite next to FILE).")
 @click.option("--quiet", is_flag=True, help="Print only the final table.")
 def evaluate(file: str, telemetry: str | None, log_level: str, store: str | None,
              quiet: bool) -> None:

@@ -63,8 +63,9 @@ def cli() -> None:
 
 @cli.command("experiment-start")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--store", "store", metavar="PATH", help="SQLite file for the results "
-              "(default: the file's store.path, or <experiment>.sqlite next to it).")
+@click.option("--store", "store", metavar="PATH|URL", help="SQLite file or PostgreSQL URL "
+              "(postgresql://user:password@host:port/db) for the results (default: the file's "
+              "store.url or store.path, or <experiment>.sqlite next to it).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Runs (seeds) to run at once, each with its own RunGovernor.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars and no summary table.")
@@ -114,7 +115,7 @@ def experiment_start(file: str, store: str | None, jobs: int, quiet: bool, verbo
         }))
     if not quiet:
         click.echo("")
-        click.echo(format_summary(results, str(experiment.store_path)))
+        click.echo(format_summary(results, experiment.store_shown))
     if execution.cancelled_by is not None:
         click.echo("mosaic: cancelled; every step taken so far is stored.", err=True)
         sys.exit(EXIT_SIGNAL.get(execution.cancelled_by, EXIT_FAILED))
@@ -130,7 +131,7 @@ def experiment_check(file: str) -> None:
         experiment.points) else ""
     click.echo(f"{file}: ok: experiment {experiment.uid!r}, {experiment.run_count} run(s){sweep}, "
                f"{len(experiment.environments)} environment(s), {len(experiment.agents)} agent(s); "
-               f"results go to {experiment.store_path}")
+               f"results go to {experiment.store_shown}")
 
 
 @cli.group("runs")
@@ -138,16 +139,17 @@ def runs() -> None:
     """Read recorded runs."""
 
 
-def _store_path(store: str | None, experiment: str | None) -> str:
+def _store_path(store: str | None, experiment: str | None) -> str | Path:
     if store:
         return store
     if experiment:
-        return str(_load(experiment).store_path)
-    raise click.UsageError("give --store PATH or --experiment FILE")
+        target: str | Path = _load(experiment).store_target
+        return target
+    raise click.UsageError("give --store PATH|URL or --experiment FILE")
 
 
 @runs.command("list")
-@click.option("--store", metavar="PATH", help="The results file.")
+@click.option("--store", metavar="PATH|URL", help="The results file, or a PostgreSQL URL.")
 @click.option("--experiment", metavar="FILE", help="Find the results file from an experiment file.")
 def runs_list(store: str | None, experiment: str | None) -> None:
     """List the runs in a results store."""
@@ -163,7 +165,7 @@ def runs_list(store: str | None, experiment: str | None) -> None:
 
 @runs.command("show")
 @click.argument("run")
-@click.option("--store", metavar="PATH", help="The results file.")
+@click.option("--store", metavar="PATH|URL", help="The results file, or a PostgreSQL URL.")
 @click.option("--experiment", metavar="FILE", help="Find the results file from an experiment file.")
 @click.option("--last", "last", type=click.IntRange(min=1), default=100, show_default=True,
               metavar="N", help="Give the mean return of the last N episodes to end.")

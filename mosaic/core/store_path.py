@@ -1,9 +1,10 @@
 """Where a file's results store goes, checked before anything starts.
 
-``mosaic experiment-start`` and ``mosaic evaluate`` both record their runs in a SQLite file:
-``--store`` when given, else the file's own setting, else ``<file stem>.sqlite`` next to the file.
-A path that cannot hold a SQLite database is the file's error, named with the key that set it,
-so that the command exits before it opens or starts anything.
+``mosaic experiment-start`` and ``mosaic evaluate`` both record their runs in a SQLite file or
+a PostgreSQL database: ``--store`` when given, else the file's own setting (``store.url`` or
+``store.path``), else ``<file stem>.sqlite`` next to the file. A path that cannot hold a SQLite
+database, or a URL that cannot be used, is the file's error, named with the key that set it, so
+that the command exits before it opens or starts anything.
 """
 
 from __future__ import annotations
@@ -12,12 +13,54 @@ import os
 from pathlib import Path
 
 from mosaic.core.config_problems import describe_value
-from mosaic.core.errors import ConfigError
+from mosaic.core.errors import ConfigError, StoreError
+from mosaic.core.store_url import is_database_url, mask, parse_database_url
 
-__all__ = ["resolve_store_path"]
+__all__ = ["resolve_store", "resolve_store_path"]
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _HINT = "name a new file, e.g. results.sqlite, or the SQLite file of earlier runs"
+_URL_HINT = "give postgresql://user:password@host:port/database, or a SQLite file's path"
+
+
+def resolve_store(
+    shown: str,
+    source: Path,
+    override: str | None,
+    configured: str | None = None,
+    configured_url: str | None = None,
+    *,
+    key: str = "store.path",
+    line: int | None = None,
+    url_line: int | None = None,
+) -> Path | str:
+    """The results store of the file ``source``: a SQLite file (an absolute ``Path``) or the
+    URL of a database (a ``str``, as written, password included).
+
+    ``override`` (``--store``) is a URL or a path, and wins; else ``configured_url`` (the
+    file's ``store.url``, at ``url_line``); else the path ``configured`` (the key ``key``, at
+    ``line``) or the default, as :func:`resolve_store_path` resolves them. A URL must name
+    PostgreSQL with a driver that is installed (see
+    :func:`~mosaic.core.store_url.parse_database_url`); nothing is connected to here. Raises
+    :class:`~mosaic.core.errors.ConfigError` naming ``shown`` and ``--store`` or the key, with any
+    password hidden.
+    """
+    if override is not None and is_database_url(override):
+        return _checked_url(shown, override, "--store", None)
+    if override is None and configured_url is not None:
+        return _checked_url(shown, configured_url, "store.url", url_line)
+    return resolve_store_path(shown, source, override, configured, key=key, line=line)
+
+
+def _checked_url(shown: str, url: str, key: str, line: int | None) -> str:
+    try:
+        parsed = parse_database_url(url)
+    except StoreError as error:
+        raise ConfigError(shown, key, str(error), line=line) from None
+    if parsed.get_backend_name() != "postgresql":
+        raise ConfigError(shown, key, f"expected a PostgreSQL URL, got {mask(url)!r}", _URL_HINT,
+                          line=line)
+    return url
 
 
 def resolve_store_path(
@@ -42,7 +85,7 @@ def resolve_store_path(
     if override is not None:
         if "://" in override or not override.strip():
             raise ConfigError(shown, "--store",
-                              f"expected a file path, got {describe_value(override)}")
+                              f"expected a file path, got {describe_value(mask(override))}")
         store = Path(override).expanduser()
         store = store if store.is_absolute() else Path.cwd() / store
         key, line = "--store", None

@@ -36,7 +36,7 @@ from mosaic.core.config_yaml import (
     require_mapping,
 )
 from mosaic.core.errors import ConfigError
-from mosaic.core.store_path import resolve_store_path
+from mosaic.core.store_path import resolve_store
 from mosaic.experiment.paths import PathError, covers, set_value
 from mosaic.experiment.schema import MAX_RUNS, Experiment, ExperimentFile, SweepPoint
 from mosaic.experiment.sweep import sweep_points
@@ -65,11 +65,13 @@ def load_experiment(
     """Read, validate and return the experiment in the YAML file ``path``.
 
     Validation imports the modules the file names (environments, brains, muscles), so their
-    top-level code runs. The results store is ``store_override`` when given (a relative path
-    resolves against the current folder, as a command-line path does), else the file's
-    ``store.path`` (a relative path resolves against the experiment file's folder), else
-    ``<file stem>.sqlite`` next to the experiment file. ``curve_keys``, a relative path too,
-    resolves against the experiment file's folder, and its keys are read and checked here.
+    top-level code runs. The results store is ``store_override`` when given (a PostgreSQL URL,
+    or a path: a relative one resolves against the current folder, as a command-line path
+    does), else the file's ``store.url``, else its ``store.path`` (a relative path resolves
+    against the experiment file's folder), else ``<file stem>.sqlite`` next to the experiment
+    file; a URL lands in ``store_url``, a file in ``store_path``. ``curve_keys``, a relative
+    path too, resolves against the experiment file's folder, and its keys are read and checked
+    here.
 
     ``overrides`` maps key paths (:mod:`mosaic.experiment.paths`: ``seed``,
     ``agents.0.params.learning_rate``) to values that replace what the file holds there, as if
@@ -79,12 +81,13 @@ def load_experiment(
 
     Raises :class:`~mosaic.core.errors.ConfigError` for a file that is missing, unreadable, larger
     than :data:`MAX_FILE_BYTES`, not YAML text, nested deeper than :data:`MAX_DEPTH` or not a
-    valid experiment (with its overrides and every point of its sweep), and for a results store
+    valid experiment (with its overrides and every point of its sweep), for a results store
     path that cannot be a SQLite file (an existing file that is not one, or a path under a
-    file). The error carries every problem found (``problems``), and ``str()`` of it shows one
-    per line, each with the file, the line when known, the key path, what was expected, and a
-    hint where one helps. References between sections (unique uids, policy mappings, the tcp
-    host) are checked once every key has a valid value.
+    file), and for a store URL that is not PostgreSQL or whose driver is not installed (nothing
+    is connected to here). The error carries every problem found (``problems``), and ``str()``
+    of it shows one per line, each with the file, the line when known, the key path, what was
+    expected, and a hint where one helps. References between sections (unique uids, policy
+    mappings, the tcp host) are checked once every key has a valid value.
     """
     shown = os.fspath(path)
     document = read_document(shown, _EXPERIMENT)
@@ -147,12 +150,14 @@ def _build(shown: str, document: Document, source: Path, store_override: str | N
     if model is None:  # pragma: no cover - validate returns a model or problems
         raise ConfigError(shown, "", "validation failed without a reason")
 
-    _, store_line = locate(("store", "path"), positions)
-    store_path = resolve_store_path(shown, source, store_override, model.store.path,
-                                    line=store_line)
+    _, path_line = locate(("store", "path"), positions)
+    _, url_line = locate(("store", "url"), positions)
+    store = resolve_store(shown, source, store_override, model.store.path, model.store.url,
+                          line=path_line, url_line=url_line)
+    where = {"store_url": store} if isinstance(store, str) else {"store_path": store}
     curve_keys_dir = _curve_keys_dir(model, source, shown, positions)
     fields = {name: getattr(model, name) for name in ExperimentFile.model_fields}
-    experiment = Experiment.model_validate({**fields, "source": source, "store_path": store_path,
+    experiment = Experiment.model_validate({**fields, "source": source, **where,
                                             "curve_keys_dir": curve_keys_dir, "points": points})
     if experiment.run_count > MAX_RUNS:
         raise ConfigError(shown, "sweep", f"{len(points)} points x {model.runs} runs make "

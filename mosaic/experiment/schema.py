@@ -35,6 +35,7 @@ from pydantic import (
 )
 
 from mosaic.agents import Brain, Mode, Muscle, NoOpBrain
+from mosaic.core.checkpoints import checkpoint_root
 from mosaic.core.config_problems import (
     Loc,
     Problem,
@@ -54,6 +55,7 @@ from mosaic.core.imports import (
     resolve_class,
     resolve_env,
 )
+from mosaic.core.store_url import is_database_url, mask
 from mosaic.experiment.sweep import SweepConfig
 from mosaic.messages.run_config import (
     AgentPlan,
@@ -423,11 +425,15 @@ class PhaseConfig(StrictModel):
 
 
 class StoreConfig(StrictModel):
-    """Where results go."""
+    """Where results go: a SQLite file (``path``) or a PostgreSQL database (``url``), not both."""
 
     path: str | None = Field(
         default=None,
         description="a file path for the SQLite store, or empty for '<file stem>.sqlite'",
+    )
+    url: str | None = Field(
+        default=None,
+        description="a database URL such as postgresql://user:password@host:port/database",
     )
     record_steps: RecordStepsSetting = Field(
         default="all",
@@ -444,11 +450,38 @@ class StoreConfig(StrictModel):
             raise_problems(
                 Problem(
                     (),
-                    f"expected a file path, got the URL {path!r}",
-                    "the experiment file takes a path to an SQLite file",
+                    f"expected a file path, got the URL {mask(path)!r}",
+                    "a database URL goes in store.url",
                 )
             )
         return path
+
+    @field_validator("url")
+    @classmethod
+    def _a_url(cls, url: str | None) -> str | None:
+        if url is not None and not is_database_url(url):
+            raise_problems(
+                Problem(
+                    (),
+                    f"expected a database URL such as postgresql://user@host/db, "
+                    f"got {describe_value(url)}",
+                    "a SQLite file's path goes in store.path",
+                )
+            )
+        return url
+
+    @model_validator(mode="after")
+    def _path_or_url(self) -> StoreConfig:
+        if self.path is not None and self.url is not None:
+            raise_problems(
+                Problem(
+                    (),
+                    "store.path and store.url are both set; the store is a SQLite file "
+                    "(store.path) or a database (store.url), not both",
+                    "remove one of the two keys",
+                )
+            )
+        return self
 
 
 class Timeouts(StrictModel):
@@ -688,18 +721,20 @@ class SweepPoint(StrictModel):
 class Experiment(ExperimentFile):
     """A validated experiment, ready to run; frozen.
 
-    Besides the file's keys it holds ``source``, the experiment file (absolute),
-    ``store_path``, the results store resolved as :func:`~mosaic.experiment.load_experiment`
-    documents, ``curve_keys_dir``, the key folder of ``curve_keys`` (absolute, its keys
-    checked) or ``None``, and ``points``, the points of its ``sweep`` (none without one). Build
-    it with :func:`~mosaic.experiment.load_experiment`.
+    Besides the file's keys it holds ``source``, the experiment file (absolute), the results
+    store resolved as :func:`~mosaic.experiment.load_experiment` documents, as ``store_path``
+    (a SQLite file) or ``store_url`` (a database's URL, password included), exactly one of the
+    two, ``curve_keys_dir``, the key folder of ``curve_keys`` (absolute, its keys checked) or
+    ``None``, and ``points``, the points of its ``sweep`` (none without one). Build it with
+    :func:`~mosaic.experiment.load_experiment`.
 
     Runs are numbered from 0 to :attr:`run_count` - 1: run ``i`` is point ``i // runs`` of the
     sweep with seed ``i % runs``; without a sweep, run ``i`` is seed ``i``.
     """
 
     source: Path
-    store_path: Path
+    store_path: Path | None = None
+    store_url: str | None = None
     curve_keys_dir: Path | None = None
     points: tuple[SweepPoint, ...] = ()
 
@@ -707,6 +742,28 @@ class Experiment(ExperimentFile):
     def run_count(self) -> int:
         """How many runs a command starts: ``runs`` for each point of the sweep."""
         return self.runs * max(1, len(self.points))
+
+    @model_validator(mode="after")
+    def _one_store(self) -> Experiment:
+        if (self.store_path is None) == (self.store_url is None):
+            raise ValueError("an experiment has exactly one of store_path and store_url")
+        return self
+
+    @property
+    def store_target(self) -> Path | str:
+        """What the store writer and reader open: the SQLite file or the database URL."""
+        return self.store_url if self.store_url is not None else cast(Path, self.store_path)
+
+    @property
+    def store_shown(self) -> str:
+        """The store for messages: the file, or the URL with its password hidden."""
+        return mask(self.store_target)
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        """The folder of the brains' checkpoints: beside a SQLite store, and for a database
+        where the default store would be (``<file stem>-checkpoints`` next to the file)."""
+        return checkpoint_root(self.store_path if self.store_path is not None else self.source)
 
     def run_seeds(self) -> list[int]:
         """Return the seed of each run, :attr:`run_count` of them, derived from ``seed``.
@@ -781,7 +838,7 @@ class Experiment(ExperimentFile):
             host=settings.host,
             cpu_affinity=self.cpu_affinity,
             record_steps=settings.store.record_steps,
-            store_path=str(self.store_path),
+            store_path=self.store_shown,
             timeouts=RunTimeouts(
                 setup=float(settings.timeouts.setup),
                 step=float(settings.timeouts.step),

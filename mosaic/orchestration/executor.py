@@ -21,7 +21,6 @@ from mosaic.core.affinity import available_cpus, choose_cpu, pin_thread
 from mosaic.core.checkpoints import (
     CheckpointError,
     checkpoint_path,
-    checkpoint_root,
     find_checkpoint,
 )
 from mosaic.core.errors import MosaicError
@@ -231,7 +230,7 @@ class Executor:
         from the agent's checkpoint of the phase before in the same run, if there is one.
         """
         experiment = self.experiment.uid
-        root = checkpoint_root(self.experiment.store_path)
+        root = self.experiment.checkpoints_dir
         earlier = self.experiment.phase_names(config.run_index)[: config.phase_index]
         agents = []
         for agent in config.agents:

@@ -38,7 +38,7 @@ from mosaic.store._batch import (
     step_params,
 )
 from mosaic.store._values import Encode
-from mosaic.store.url import StoreLocation, open_engine
+from mosaic.store.url import StoreLocation, describe_error, open_engine
 
 # The logger keeps the name of the public module, where this code used to live.
 log = logging.getLogger("mosaic.store.writer")
@@ -88,7 +88,7 @@ class WriterThreadMixin:
         return self._location.describe()
 
     def _record_error(self, exc: BaseException, context: str, dropped: int = 0) -> None:
-        error = StoreError(f"{context}: {_describe(exc)}")
+        error = StoreError(f"{context}: {describe_error(exc, self._location.url)}")
         error.__cause__ = exc
         with self._lock:
             s = self._stats
@@ -125,7 +125,7 @@ class WriterThreadMixin:
                 self._startup_error = exc
             else:
                 self._startup_error = StoreError(
-                    f"cannot open store {self.location}: {_describe(exc)}"
+                    f"cannot open store {self.location}: {describe_error(exc, self._location.url)}"
                 )
                 self._startup_error.__cause__ = exc
             self._ready.set()
@@ -338,7 +338,7 @@ class WriterThreadMixin:
             with engine.begin() as conn:
                 value = fn(conn)
         except Exception as exc:
-            error = StoreError(f"{what}: {_describe(exc)}")
+            error = StoreError(f"{what}: {describe_error(exc, self._location.url)}")
             error.__cause__ = exc
             result.set_exception(error)
         else:
@@ -389,12 +389,3 @@ def insert_returning_id(
 
 def _bump(stats: WriterStats, **changes: int) -> WriterStats:
     return WriterStats(**{**stats.__dict__, **changes})
-
-
-def _describe(exc: BaseException) -> str:
-    """A one-line description; SQLAlchemy's own text repeats the SQL and parameters."""
-    if isinstance(exc, sa.exc.DBAPIError) and exc.orig is not None:
-        return f"{type(exc.orig).__name__}: {exc.orig}"
-    if isinstance(exc, StoreError):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}"

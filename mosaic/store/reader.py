@@ -36,7 +36,7 @@ from mosaic.store._records import (
 )
 from mosaic.store._select import resolve_run, select_runs
 from mosaic.store._values import Decode, decompressing
-from mosaic.store.url import locate, open_engine
+from mosaic.store.url import describe_error, locate, open_engine
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -86,7 +86,9 @@ def open_store(
         raise
     except Exception as exc:
         engine.dispose()
-        raise StoreError(f"cannot read store {location.describe()}: {exc}") from exc
+        raise StoreError(
+            f"cannot read store {location.describe()}: {describe_error(exc, location.url)}"
+        ) from None
     return Store(engine, location.describe(), decode=decode, stale_after=stale_after)
 
 
@@ -404,7 +406,9 @@ class _Reading:
         try:
             self._conn = self._engine.connect()
         except Exception as exc:
-            raise StoreError(f"cannot read store {self._where}: {exc}") from exc
+            raise StoreError(
+                f"cannot read store {self._where}: {describe_error(exc, self._engine.url)}"
+            ) from None
         return self._conn
 
     def __exit__(
@@ -416,7 +420,9 @@ class _Reading:
         if self._conn is not None:
             self._conn.close()
         if isinstance(exc, sa.exc.SQLAlchemyError):
-            raise StoreError(f"reading store {self._where} failed: {exc}") from exc
+            raise StoreError(
+                f"reading store {self._where} failed: {describe_error(exc, self._engine.url)}"
+            ) from exc
 
 
 def _summary_query() -> sa.Select[Any]:

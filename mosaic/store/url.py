@@ -2,7 +2,8 @@
 
 A plain path (``results/mosaic.db``) means a SQLite file. Anything that looks like
 ``dialect[+driver]://...`` is taken as a SQLAlchemy URL (``postgresql://user@host/db``,
-``sqlite:///results/mosaic.db``).
+``sqlite:///results/mosaic.db``), checked by :func:`mosaic.core.store_url.parse_database_url`:
+PostgreSQL (with psycopg unless the URL names another driver) or SQLite.
 
 SQLite connections get a WAL journal, ``synchronous=NORMAL`` and foreign keys. Every transaction
 starts with an explicit ``BEGIN`` (``BEGIN IMMEDIATE`` for the writer) instead of the driver's
@@ -12,7 +13,6 @@ write lock instead of failing on a lock upgrade.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,13 +21,12 @@ from typing import Any
 import sqlalchemy as sa
 
 from mosaic.core.errors import StoreError
+from mosaic.core.store_url import driver_missing, is_database_url, mask, parse_database_url, scrub
 
-__all__ = ["StoreLocation", "locate", "open_engine"]
+__all__ = ["StoreLocation", "describe_error", "locate", "open_engine"]
 
 # How long a SQLite connection waits for another process's write lock before failing.
 SQLITE_BUSY_TIMEOUT = 30.0
-
-_URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
 
 
 @dataclass(frozen=True)
@@ -50,24 +49,25 @@ class StoreLocation:
         """The location for messages, with any password hidden."""
         if self.path is not None:
             return str(self.path)
-        return self.url.render_as_string(hide_password=True)
+        return mask(self.url)
 
 
 def locate(url_or_path: str | Path | sa.URL) -> StoreLocation:
     """Resolve a path or URL without touching the file system.
 
-    Raises StoreError if a URL cannot be parsed.
+    Raises StoreError if a URL cannot be parsed, names a database other than PostgreSQL or
+    SQLite, or needs a driver that is not installed (see
+    :func:`~mosaic.core.store_url.parse_database_url`).
     """
-    if isinstance(url_or_path, sa.URL):
-        url = url_or_path
-    elif isinstance(url_or_path, Path) or not _URL_RE.match(url_or_path):
+    if isinstance(url_or_path, Path) or (
+        isinstance(url_or_path, str) and not is_database_url(url_or_path)
+    ):
         file = Path(url_or_path).expanduser().absolute()
         return StoreLocation(sa.URL.create("sqlite", database=str(file)), file)
-    else:
-        try:
-            url = sa.make_url(url_or_path)
-        except Exception as exc:
-            raise StoreError(f"not a valid database URL: {url_or_path!r} ({exc})") from exc
+    url = parse_database_url(
+        url_or_path if isinstance(url_or_path, str)
+        else url_or_path.render_as_string(hide_password=False)
+    )
     path: Path | None = None
     if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
         if url.database.startswith("file:"):
@@ -91,8 +91,11 @@ def open_engine(location: StoreLocation, *, write: bool) -> sa.Engine:
     if not location.is_sqlite:
         try:
             return sa.create_engine(location.url, pool_pre_ping=True)
+        except ImportError as exc:  # a driver found on the path that cannot load (no libpq)
+            raise driver_missing(location.url, exc) from None
         except Exception as exc:
-            raise StoreError(f"cannot open store {location.describe()}: {exc}") from exc
+            message = scrub(str(exc), location.url)
+            raise StoreError(f"cannot open store {location.describe()}: {message}") from None
     path = location.path
     if path is not None:
         _check_sqlite_path(path, write=write)
@@ -132,6 +135,21 @@ def open_engine(location: StoreLocation, *, write: bool) -> sa.Engine:
         connection.exec_driver_sql(begin)
 
     return engine
+
+
+def describe_error(exc: BaseException, url: sa.URL) -> str:
+    """``exc`` in one line, with the password of ``url`` hidden.
+
+    A database error is shown as the driver's own message: SQLAlchemy's text repeats the SQL and
+    its parameters, and adds a line of background.
+    """
+    if isinstance(exc, sa.exc.DBAPIError) and exc.orig is not None:
+        text = f"{type(exc.orig).__name__}: {exc.orig}"
+    elif isinstance(exc, StoreError):
+        text = str(exc)
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    return scrub(" ".join(text.split()), url)
 
 
 def _check_sqlite_path(path: Path, *, write: bool) -> None:

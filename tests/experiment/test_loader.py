@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import sys
 from contextlib import closing
 from pathlib import Path
 from typing import NamedTuple
@@ -134,7 +135,11 @@ CORPUS: dict[str, Expect] = {
                                     "did you mean 'episodes'?"),
     "quoted_int.yml": Expect("episodes", 2, "got the text '10'", "remove the quotes"),
     "recursive_alias.yml": Expect("environments[0].params.inner", 6, "recursive alias"),
-    "store_url.yml": Expect("store.path", 9, "expected a file path"),
+    "store_url.yml": Expect("store.path", 9, "expected a file path", "store.url"),
+    "store_path_and_url.yml": Expect("store", 8, "store.path and store.url are both set"),
+    "store_url_not_a_url.yml": Expect("store.url", 9, "expected a database URL", "store.path"),
+    "store_url_mysql.yml": Expect("store.url", 9, "mysql://me:***@localhost/results: mosaic "
+                                  "stores results in a SQLite file"),
     "syntax_error.yml": Expect("", 5, "invalid YAML", ""),
     "tcp_public_host.yml": Expect(
         "host", 3, "0.0.0.0 is not a loopback address; listening on it with transport tcp "
@@ -390,9 +395,53 @@ class TestStorePath:
         assert error.location == "store.path"
         assert "is a directory" in error.message
 
-    def test_override_url_is_rejected(self, tmp_path: Path) -> None:
-        error = _error(self._write(tmp_path), store_override="postgresql://h/db")
-        assert error.location == "--store"
+    @pytest.mark.parametrize("url", ["postgresql://me:hunter2@h:5433/db",
+                                     "postgresql+psycopg://me:hunter2@h/db"])
+    def test_a_postgresql_url_is_the_store(self, tmp_path: Path, url: str) -> None:
+        for experiment in (load_experiment(self._write(tmp_path), store_override=url),
+                           load_experiment(self._write(tmp_path, f"store:\n  url: {url}\n")),
+                           load_experiment(self._write(tmp_path, "store:\n  path: x.db\n"),
+                                           store_override=url)):
+            assert (experiment.store_url, experiment.store_path) == (url, None)
+            assert experiment.store_target == url
+            assert "hunter2" not in experiment.store_shown
+            assert experiment.store_shown.replace("***", "hunter2") == url
+            # What the store records of the run never holds the password.
+            assert experiment.run_config(0).store_path == experiment.store_shown
+            # Checkpoints go where those of the default store would.
+            assert experiment.checkpoints_dir == (tmp_path / "exp-checkpoints").resolve()
+
+    def test_a_sqlite_store_keeps_its_checkpoints_beside_it(self, tmp_path: Path) -> None:
+        experiment = load_experiment(self._write(tmp_path, "store:\n  path: out/r.db\n"))
+        assert experiment.store_url is None
+        assert experiment.store_target == experiment.store_path
+        assert experiment.checkpoints_dir == (tmp_path / "out" / "r-checkpoints").resolve()
+
+    @pytest.mark.parametrize(("url", "message"), [
+        ("mysql://me:hunter2@h/db", "not mysql"),
+        ("postgresql+asyncpg://me:hunter2@h/db", "unsupported PostgreSQL driver 'asyncpg'"),
+        ("postgresql://me:hunter2@h:port/db", "not a valid database URL"),
+        ("sqlite:///x.db", "expected a PostgreSQL URL"),
+    ])
+    def test_an_unusable_override_url_is_rejected_without_its_password(
+        self, tmp_path: Path, url: str, message: str
+    ) -> None:
+        error = _error(self._write(tmp_path), store_override=url)
+        assert (error.location, error.line) == ("--store", None)
+        assert message in str(error)
+        assert "hunter2" not in str(error)
+
+    def test_without_the_driver_a_url_names_the_extra(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setitem(sys.modules, "psycopg", None)  # as if it were not installed
+        path = self._write(tmp_path, "store:\n  url: postgresql://me:hunter2@h/db\n")
+        error = _error(path)
+        assert (error.location, error.line) == ("store.url", 9)
+        assert "the PostgreSQL driver psycopg is not installed" in str(error)
+        assert "pip install 'mosaic[postgres]'" in str(error)
+        assert "hunter2" not in str(error)
+        assert "\n" not in str(error)
 
     @pytest.mark.parametrize(
         ("store", "message"),

@@ -54,7 +54,8 @@ from typing import TYPE_CHECKING, Any
 
 from mosaic.core.errors import StoreError
 from mosaic.core.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_SIGNAL
-from mosaic.core.store_path import resolve_store_path
+from mosaic.core.store_path import resolve_store
+from mosaic.core.store_url import mask
 from mosaic.operators.evaluation._lanes import Lane, Launcher, Rounds, new_run_id, stop_lanes
 from mosaic.operators.evaluation._report import format_comparison_table
 from mosaic.operators.evaluation._results import (
@@ -294,23 +295,24 @@ def run_script_file(
     """Run the evaluation file ``file`` headless, printing progress and the comparison table.
 
     This is ``mosaic evaluate``. ``telemetry`` overrides the file's telemetry path; ``quiet``
-    prints only the table. The results store is ``store`` (``--store``; relative to the current
-    folder), else ``<file stem>.sqlite`` next to the file; everything played is committed to it
-    before this returns. Returns the exit code (:mod:`mosaic.core.exit_codes`): ``EXIT_OK``
-    when every operator finished every episode, ``EXIT_FAILED`` when one failed or the store
-    failed under the run, ``EXIT_BAD_INPUT`` for an unwritable telemetry path or a store that
-    cannot be opened, 130 on Ctrl-C (every worker is stopped first). Raises ``ConfigError`` for
-    a bad file or a store path that cannot be a SQLite file, before anything starts.
+    prints only the table. The results store is ``store`` (``--store``: a PostgreSQL URL, or a
+    path relative to the current folder), else ``<file stem>.sqlite`` next to the file;
+    everything played is committed to it before this returns. Returns the exit code
+    (:mod:`mosaic.core.exit_codes`): ``EXIT_OK`` when every operator finished every episode,
+    ``EXIT_FAILED`` when one failed or the store failed under the run, ``EXIT_BAD_INPUT`` for
+    an unwritable telemetry path or a store that cannot be opened, 130 on Ctrl-C (every worker
+    is stopped first). Raises ``ConfigError`` for a bad file, a store path that cannot be a
+    SQLite file, or a store URL that cannot be used, before anything starts.
     """
     from mosaic.store import StoreWriter
 
     config = load_evaluation(file)
     shown = os.fspath(file)
-    store_path = resolve_store_path(shown, Path(shown).expanduser().resolve(), store,
-                                    key="--store")
+    target = resolve_store(shown, Path(shown).expanduser().resolve(), store, key="--store")
+    store_path = mask(target)
     path = resolve_telemetry_path(config, telemetry)
     try:
-        writer = StoreWriter(store_path)
+        writer = StoreWriter(target)
         writer.start()
     except StoreError as exc:  # another program's database, or a store of another version
         print(f"error: {exc}", file=sys.stderr)
