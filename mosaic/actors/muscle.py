@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from mosaic.actors.metrics import reported
@@ -12,10 +13,11 @@ from mosaic.agents.metrics import MetricLog, PendingMetrics
 from mosaic.agents.per_copy import PerCopyMuscles
 from mosaic.core.errors import MosaicError
 from mosaic.core.imports import import_object
-from mosaic.core.seeding import check_seed
+from mosaic.core.seeding import check_seed, evaluation_seed
 from mosaic.messages import (
     AgentBatchRequest,
     AgentBatchResponse,
+    AgentEvaluateRequest,
     AgentUpdateRequest,
     AgentUpdateResponse,
     BrainCheckpointRequest,
@@ -52,11 +54,19 @@ class MuscleActor(Component):
     carried ride on the muscle's next answer to the controller (the last ones on its
     MuscleShutdownResponse). The brain's are held up to
     :data:`~mosaic.agents.metrics.METRICS_PER_REPLY` between two answers, as the muscle's own.
+
+    Evaluation (set up with ``evaluate``): a second instance of the muscle class, in
+    ``mode="test"`` with a seed of its own, plays :class:`AgentEvaluateRequest` steps; it gets
+    the brain's sync answer and every update the training instance gets. What it returns from
+    ``feedback`` is dropped, its episodes count for no checkpoint, and what it reports through
+    its context is not recorded.
     """
 
     def __init__(self, uid: str) -> None:
         super().__init__(uid)
         self._muscle: Muscle | None = None
+        self._greedy: Muscle | None = None
+        self._greedy_metrics = MetricLog()
         self._brain: RequestClient | None = None
         self._brain_timeout = DEFAULT_BRAIN_TIMEOUT_S
         self._slots: frozenset[str] = frozenset()
@@ -89,6 +99,17 @@ class MuscleActor(Component):
         muscle = cls() if not copies or cls.acts_on_batches() else PerCopyMuscles(cls)
         muscle.setup(context)
         self._muscle = muscle
+        if request.evaluate:
+            if copies:
+                raise MosaicError(f"muscle {self.uid!r}: evaluation episodes are not supported "
+                                  "with copies")
+            # Its metrics are its own, emptied at every step: evaluation reports nothing.
+            self._greedy_metrics = MetricLog()
+            greedy = cls()
+            greedy.setup(dataclasses.replace(
+                context, seed=evaluation_seed(check_seed(request.seed) or 0), mode="test",
+                params=dict(request.muscle.params), metrics=self._greedy_metrics))
+            self._greedy = greedy
         self._slots = frozenset(slots)
         self._brain_timeout = request.brain_timeout
         self._checkpoint_every = request.checkpoint_every
@@ -99,7 +120,7 @@ class MuscleActor(Component):
             if answer.metrics:
                 self._relayed.extend(answer.metrics)
             if answer.update is not None:
-                muscle.apply_update(answer.update)
+                self._apply(answer.update)
         return MuscleSetupResponse(self.uid)
 
     @handles(AgentUpdateRequest)
@@ -121,6 +142,28 @@ class MuscleActor(Component):
             return AgentUpdateResponse(_NO_ACTIONS, self._reported())
         legal = request.legal_actions
         actions = {slot: muscle.act(slot, observations[slot], legal.get(slot))
+                   for slot in request.acting if slot in self._slots}
+        return AgentUpdateResponse(actions, self._reported())
+
+    @handles(AgentEvaluateRequest)
+    def _evaluate(self, request: AgentEvaluateRequest) -> AgentUpdateResponse:
+        """A step of an evaluation episode, played by the greedy instance."""
+        greedy = self._greedy
+        if greedy is None:
+            raise MosaicError(f"muscle {self.uid!r} was not set up for evaluation")
+        self._greedy_metrics.take()
+        observations = request.observations
+        if request.step == 0:
+            greedy.reset()
+        else:
+            # Evaluation teaches nothing: what feedback returns goes nowhere.
+            for slot, reward in request.rewards.items():
+                greedy.feedback(slot, reward, request.terminated, request.truncated,
+                                observations.get(slot))
+        if request.terminated or request.truncated:
+            return AgentUpdateResponse(_NO_ACTIONS, self._reported())
+        legal = request.legal_actions
+        actions = {slot: greedy.act(slot, observations[slot], legal.get(slot))
                    for slot in request.acting if slot in self._slots}
         return AgentUpdateResponse(actions, self._reported())
 
@@ -169,7 +212,14 @@ class MuscleActor(Component):
         if answer.metrics:
             self._relayed.extend(answer.metrics)
         if answer.update is not None:
-            muscle.apply_update(answer.update)
+            self._apply(answer.update, muscle)
+
+    def _apply(self, update: Any, muscle: Muscle | None = None) -> None:
+        """Give ``update`` to ``muscle`` (default: the training instance), and to the greedy
+        instance too."""
+        (muscle or self._muscle).apply_update(update)  # type: ignore[union-attr]
+        if self._greedy is not None:
+            self._greedy.apply_update(update)
 
     @handles(MuscleShutdownRequest)
     def _shutdown(self, request: MuscleShutdownRequest) -> MuscleShutdownResponse:
@@ -184,3 +234,5 @@ class MuscleActor(Component):
     def on_shutdown(self) -> None:
         if self._muscle is not None:
             self._muscle.teardown()
+        if self._greedy is not None:
+            self._greedy.teardown()

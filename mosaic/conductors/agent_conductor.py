@@ -76,7 +76,7 @@ class AgentConductor(Conductor):
                                                   agent.muscle, muscle.sensors, muscle.actuators,
                                                   muscle.seed, request.mode, brain.endpoint,
                                                   self.ctx.timeouts.step, every,
-                                                  muscle.copies),
+                                                  muscle.copies, request.evaluate),
                                MuscleSetupResponse, timeout, check)
             finally:
                 self.disconnect(client)

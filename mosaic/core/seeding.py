@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 # Purposes keep the streams of different component kinds apart.
-_ENVIRONMENT, _EPISODE, _BRAIN, _MUSCLE, _PHASE, _COPY = 0, 1, 2, 3, 4, 5
+_ENVIRONMENT, _EPISODE, _BRAIN, _MUSCLE, _PHASE, _COPY, _EVALUATION = 0, 1, 2, 3, 4, 5, 6
 
 
 #: Seeds are unsigned 64-bit integers: what every seed mosaic derives fits, and what NumPy and
@@ -69,3 +69,16 @@ def copy_seed(seed: int, copy: int) -> int:
     """Seed of copy ``copy`` of a component seeded with ``seed`` (an environment's copies, or a
     muscle's instance per copy)."""
     return _derive(seed, _COPY, copy)
+
+
+def evaluation_episode_seed(run_seed: int, environment_index: int, round_: int,
+                            episode: int) -> int:
+    """Reset seed of evaluation episode ``episode`` (0-based) of evaluation round ``round_``
+    (0-based) in environment ``environment_index``: apart from every training episode's."""
+    return _derive(run_seed, _EVALUATION, environment_index, round_, episode)
+
+
+def evaluation_seed(seed: int) -> int:
+    """Seed of the greedy instance of a muscle seeded with ``seed``, which plays the evaluation
+    episodes: its random numbers leave the training instance's untouched."""
+    return _derive(seed, _EVALUATION)

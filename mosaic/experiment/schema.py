@@ -100,6 +100,8 @@ GYMNASIUM_AGENT = "agent_0"
 """The one env agent id of a Gymnasium environment."""
 DEFAULT_PHASE = "main"
 """The name of the only phase of an experiment without ``phases``."""
+DEFAULT_EVALUATE_EPISODES = 5
+"""How many evaluation episodes follow every ``evaluate_every`` training episodes by default."""
 
 
 def _plain_problems(value: Any, loc: Loc) -> list[Problem]:
@@ -422,6 +424,12 @@ class PhaseConfig(StrictModel):
     termination: TerminationConfig | None = Field(
         default=None, description=TerminationConfig.expected
     )
+    evaluate_every: int | None = Field(
+        default=None, ge=1, description="a whole number >= 1 (training episodes)"
+    )
+    evaluate_episodes: int | None = Field(
+        default=None, ge=1, description="a whole number >= 1 (evaluation episodes)"
+    )
 
 
 class StoreConfig(StrictModel):
@@ -532,6 +540,12 @@ class ExperimentFile(StrictModel):
     termination: TerminationConfig | None = Field(
         default=None, description=TerminationConfig.expected
     )
+    evaluate_every: int | None = Field(
+        default=None, ge=1, description="a whole number >= 1 (training episodes)"
+    )
+    evaluate_episodes: int | None = Field(
+        default=None, ge=1, description="a whole number >= 1 (evaluation episodes)"
+    )
     phases: Annotated[list[PhaseConfig], Field(min_length=1)] | None = Field(
         default=None, description="a list of phases"
     )
@@ -579,8 +593,56 @@ def _reference_problems(experiment: ExperimentFile) -> list[Problem]:
             environments = phase.environments or environments
             agents = phase.agents or agents
             problems.extend(_section_problems(environments, agents, ("phases", index)))
+    problems.extend(_evaluation_problems(experiment))
     problems.extend(_run_problems(experiment))
     return problems
+
+
+def _evaluation_problems(experiment: ExperimentFile) -> list[Problem]:
+    """``evaluate_every`` and ``evaluate_episodes``, checked in every phase with what it
+    inherits. A test phase does not evaluate: one that inherits ``evaluate_every`` ignores it,
+    one that sets it is an error; so is ``evaluate_episodes`` without ``evaluate_every``, and
+    evaluation of an environment with ``copies:`` (not supported yet)."""
+    problems: list[Problem] = []
+    phases = experiment.phases or []
+    every_anywhere = experiment.evaluate_every is not None or any(
+        phase.evaluate_every is not None for phase in phases)
+    if experiment.evaluate_episodes is not None and not every_anywhere:
+        problems.append(_episodes_without_every(()))
+    levels: list[tuple[Loc, ExperimentFile | PhaseConfig]] = (
+        [(("phases", index), phase) for index, phase in enumerate(phases)] if phases
+        else [((), experiment)])
+    every_at: Loc | None = ("evaluate_every",) if experiment.evaluate_every is not None else None
+    mode, environments = experiment.mode, experiment.environments
+    for prefix, level in levels:
+        if isinstance(level, PhaseConfig):
+            if level.evaluate_every is not None:
+                every_at = (*prefix, "evaluate_every")
+            mode = level.mode or mode
+            environments = level.environments or environments
+            if level.evaluate_episodes is not None and every_at is None:
+                problems.append(_episodes_without_every(prefix))
+        if every_at is None:
+            continue
+        if mode == "test":
+            if every_at[:-1] == prefix:
+                problems.append(Problem(every_at, "evaluate_every applies to training; a "
+                                        "mode: test phase already acts greedily",
+                                        "remove evaluate_every here, or set mode: train"))
+            continue
+        copied = [environment.uid for environment in environments
+                  if environment.copies is not None]
+        if copied:
+            problems.append(Problem(every_at, "evaluation episodes are not supported yet with "
+                                    f"copies: (environment '{copied[0]}')",
+                                    "remove evaluate_every, or copies"))
+    return problems
+
+
+def _episodes_without_every(prefix: Loc) -> Problem:
+    return Problem((*prefix, "evaluate_episodes"), "evaluate_episodes needs evaluate_every",
+                   "add evaluate_every: N (the training episodes between two evaluations), "
+                   "or remove evaluate_episodes")
 
 
 def _section_problems(
@@ -806,7 +868,8 @@ class Experiment(ExperimentFile):
         here. Placements are resolved (``"thread"`` or ``"process"``); an agent's brain and
         muscle params are the agent's ``params`` overridden key by key (shallowly) by the
         brain's or muscle's own; ``mode``, ``episodes``, ``max_steps``, ``termination``,
-        ``environments`` and ``agents`` are the phase's, and every setting is the run's sweep
+        ``evaluate_every``, ``evaluate_episodes``, ``environments`` and ``agents`` are the
+        phase's, and every setting is the run's sweep
         point's. See :class:`~mosaic.messages.RunConfig`.
 
         Raises ``IndexError`` unless ``0 <= run_index < run_count`` and the phase exists.
@@ -818,8 +881,8 @@ class Experiment(ExperimentFile):
         if not 0 <= phase_index < phase_count:
             raise IndexError(f"phase_index {phase_index} is out of range for "
                              f"{phase_count} phase(s)")
-        (phase, mode, episodes, max_steps,
-         environments, agents, termination) = _phase(settings, phase_index)
+        (phase, mode, episodes, max_steps, environments, agents, termination,
+         (evaluate_every, evaluate_episodes)) = _phase(settings, phase_index)
         placement = settings.placement
         return RunConfig(
             experiment=self.uid,
@@ -875,15 +938,18 @@ class Experiment(ExperimentFile):
                 )
                 for agent in agents
             ),
+            evaluate_every=evaluate_every,
+            evaluate_episodes=evaluate_episodes,
         )
 
 
 def _phase(settings: ExperimentFile, phase_index: int) -> tuple[
         str, Mode, int, int | None, list[EnvironmentConfig], list[AgentConfig],
-        TerminationConfig | None]:
+        TerminationConfig | None, tuple[int | None, int]]:
     """The effective settings of a phase: each inherits what it does not set."""
     name, mode, episodes = DEFAULT_PHASE, settings.mode, settings.episodes
     max_steps, termination = settings.max_steps, settings.termination
+    evaluate_every, evaluate_episodes = settings.evaluate_every, settings.evaluate_episodes
     environments, agents = list(settings.environments), list(settings.agents)
     for phase in (settings.phases or [])[: phase_index + 1]:
         name = phase.name
@@ -893,7 +959,12 @@ def _phase(settings: ExperimentFile, phase_index: int) -> tuple[
         environments = list(phase.environments or environments)
         agents = list(phase.agents or agents)
         termination = phase.termination or termination
-    return name, mode, episodes, max_steps, environments, agents, termination
+        evaluate_every = phase.evaluate_every or evaluate_every
+        evaluate_episodes = phase.evaluate_episodes or evaluate_episodes
+    # A test phase acts greedily already: it does not evaluate, even if it inherits the key.
+    return (name, mode, episodes, max_steps, environments, agents, termination,
+            (evaluate_every if mode == "train" else None,
+             evaluate_episodes or DEFAULT_EVALUATE_EPISODES))
 
 
 def _run_seed(seed: int, run_index: int) -> int:

@@ -7,6 +7,7 @@ gets an equal message back from :func:`decode_message`.
 
 from mosaic.messages._base import Message, Notice, Record, Request, Response, lookup, registered
 from mosaic.messages.agent import (
+    AgentEvaluateRequest,
     AgentSetupRequest,
     AgentSetupResponse,
     AgentUpdateRequest,
@@ -101,6 +102,7 @@ __all__ = [
     "AgentBatchResponse",
     "AgentConductorShutdownRequest",
     "AgentConductorShutdownResponse",
+    "AgentEvaluateRequest",
     "AgentPlan",
     "AgentSetupRequest",
     "AgentSetupResponse",

@@ -11,6 +11,7 @@ from mosaic.messages.metric import Metric
 from mosaic.messages.run_config import AgentPlan, CheckpointPaths, ComponentSpec
 
 __all__ = [
+    "AgentEvaluateRequest",
     "AgentSetupRequest",
     "AgentSetupResponse",
     "AgentUpdateRequest",
@@ -53,6 +54,7 @@ class AgentSetupRequest(Request):
     muscles: dict[str, MusclePlan]
     seed: int
     mode: str
+    evaluate: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +97,9 @@ class MuscleSetupRequest(Request):
 
     ``brain_timeout`` bounds each exchange with the brain, in seconds; with ``checkpoint_every``
     N > 0 the muscle asks its brain to save a checkpoint every N episodes. With ``copies`` N > 0
-    the muscle acts in the N copies of a vector environment, one batch per step.
+    the muscle acts in the N copies of a vector environment, one batch per step. With
+    ``evaluate`` the muscle also keeps a greedy instance (``mode="test"``, a seed of its own)
+    for :class:`AgentEvaluateRequest`, given every update the training instance is given.
     """
 
     agent_uid: str
@@ -110,6 +114,7 @@ class MuscleSetupRequest(Request):
     brain_timeout: float = 60.0
     checkpoint_every: int = 0
     copies: int = 0
+    evaluate: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +127,22 @@ class MuscleSetupResponse(Response):
 @dataclass(frozen=True, slots=True)
 class AgentUpdateRequest(Request):
     """SimulationController -> muscle actor (hot path): the environment's step, to act on."""
+
+    step: int
+    observations: dict[str, Any]
+    rewards: dict[str, float]
+    terminated: bool
+    truncated: bool
+    acting: tuple[str, ...]
+    legal_actions: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentEvaluateRequest(Request):
+    """SimulationController -> muscle actor: a step of an evaluation episode, to act on
+    greedily. As :class:`AgentUpdateRequest`, but played by the muscle's greedy instance: its
+    experience reaches no brain, and its episodes count for no checkpoint. The answer is an
+    :class:`AgentUpdateResponse`."""
 
     step: int
     observations: dict[str, Any]

@@ -149,7 +149,9 @@ class RunConfig(Record):
     ``seed`` is this run's seed (derived from ``experiment_seed`` and ``run_index``);
     ``max_steps`` ``None`` means the environment's own limit; ``default_agent`` is the one
     agent's uid when the run has exactly one agent; ``mode``, ``episodes``, ``max_steps``,
-    ``termination``, ``environments`` and ``agents`` are the phase's.
+    ``termination``, ``environments`` and ``agents`` are the phase's. With ``evaluate_every``
+    N, every N training episodes of each environment are followed by ``evaluate_episodes``
+    greedy evaluation episodes (``None``: none).
     """
 
     experiment: str
@@ -172,6 +174,8 @@ class RunConfig(Record):
     default_agent: str | None
     environments: tuple[EnvironmentPlan, ...]
     agents: tuple[AgentPlan, ...]
+    evaluate_every: int | None = None
+    evaluate_episodes: int = 5
 
     def records(self, environment: EnvironmentPlan) -> RecordSteps:
         """What the store keeps of ``environment``: its own ``record_steps``, else the run's."""

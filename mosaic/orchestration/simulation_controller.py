@@ -19,13 +19,20 @@ from mosaic.conductors.run_context import RunContext
 from mosaic.conductors.shutdown_clock import ShutdownClock
 from mosaic.core.batching import row
 from mosaic.core.errors import MosaicError, RemoteError, RequestTimeout, RunCancelled
-from mosaic.core.seeding import brain_seed, environment_seed, episode_seed, muscle_seed
+from mosaic.core.seeding import (
+    brain_seed,
+    environment_seed,
+    episode_seed,
+    evaluation_episode_seed,
+    muscle_seed,
+)
 from mosaic.messages import (
     ActuatorSpec,
     AgentBatchRequest,
     AgentBatchResponse,
     AgentConductorShutdownRequest,
     AgentConductorShutdownResponse,
+    AgentEvaluateRequest,
     AgentSetupRequest,
     AgentSetupResponse,
     AgentUpdateRequest,
@@ -114,6 +121,12 @@ class _EnvironmentLoop:
     #: What the store keeps of this environment (its ``record_steps``, else the run's).
     record_steps: bool = False
     record_episodes: bool = False
+    #: Evaluation episodes left in the round under way (0: training), the rounds done, the
+    #: evaluation episodes done, and whether the loop ends once the round is over.
+    evaluating: int = 0
+    evaluation_round: int = 0
+    evaluations_done: int = 0
+    finish_after_evaluation: bool = False
 
 
 @dataclass
@@ -197,6 +210,8 @@ class SimulationController(Component):
         config = ctx.config
         self._episodes = config.episodes
         self._max_steps = config.max_steps
+        self._evaluate_every = config.evaluate_every or 0
+        self._evaluate_episodes = config.evaluate_episodes
         # The run's fingerprint: every step's observation, action, reward and end flags, in
         # order, exactly as encoded on the wire. Equal digests mean equal trajectories.
         self._digest = hashlib.blake2b(digest_size=16)
@@ -266,7 +281,8 @@ class SimulationController(Component):
                  for agent_index, agent in enumerate(config.agents)]
         setting_up = [(muscles, agent_conductor.send(
             AgentSetupRequest(ctx.run_uid, agent.uid, agent, muscles,
-                              brain_seed(seed, agent_index), config.mode)))
+                              brain_seed(seed, agent_index), config.mode,
+                              config.evaluate_every is not None)))
             for agent_index, (agent, muscles) in enumerate(zip(config.agents, plans,
                                                                strict=True))]
         for agent, (muscles, correlation_id) in zip(config.agents, setting_up, strict=True):
@@ -350,6 +366,8 @@ class SimulationController(Component):
                     continue
                 if isinstance(reply, VectorStepResponse):
                     self._on_vector_step(loop, reply)  # type: ignore[arg-type]
+                elif loop.evaluating:  # type: ignore[union-attr]
+                    self._on_evaluation(loop, reply)  # type: ignore[arg-type]
                 elif isinstance(reply, EnvironmentUpdateResponse):
                     self._on_update(loop, reply)  # type: ignore[arg-type]
                 elif isinstance(reply, EnvironmentResetResponse):
@@ -363,7 +381,12 @@ class SimulationController(Component):
         if isinstance(loop, _VectorLoop):
             return self._send_vector(loop), VectorStepResponse
         if loop.needs_reset:
-            loop.episode_seed = episode_seed(self.ctx.seed, loop.index, loop.episode)
+            if loop.evaluating:
+                loop.episode_seed = evaluation_episode_seed(
+                    self.ctx.seed, loop.index, loop.evaluation_round,
+                    self._evaluate_episodes - loop.evaluating)
+            else:
+                loop.episode_seed = episode_seed(self.ctx.seed, loop.index, loop.episode)
             request: Request = EnvironmentResetRequest(loop.episode_seed)
             return loop.client.send(request), EnvironmentResetResponse
         return loop.client.send(EnvironmentUpdateRequest(loop.actions)), EnvironmentUpdateResponse
@@ -514,12 +537,13 @@ class SimulationController(Component):
 
     def _agents_update(self, loop: _EnvironmentLoop, step: int, observations: dict[str, Any],
                        rewards: dict[str, float], terminated: bool, truncated: bool,
-                       acting: tuple[str, ...], legal: dict[str, Any]) -> dict[str, Any]:
+                       acting: tuple[str, ...], legal: dict[str, Any],
+                       kind: type[AgentUpdateRequest | AgentEvaluateRequest] = AgentUpdateRequest,
+                       ) -> dict[str, Any]:
         timeout, check = self.ctx.timeouts.step, self.ctx.check
         links = loop.muscles
         if len(links) == 1:
-            request = AgentUpdateRequest(step, observations, rewards, terminated, truncated,
-                                         acting, legal)
+            request = kind(step, observations, rewards, terminated, truncated, acting, legal)
             answer = links[0].client.request(request, AgentUpdateResponse, timeout, check)
             if answer.metrics:
                 self._reported.append((links[0].agent, answer.metrics))
@@ -533,9 +557,9 @@ class SimulationController(Component):
             my_rewards = {s: r for s, r in rewards.items() if s in mine}
             if not (everyone or my_acting or my_rewards):
                 continue
-            request = AgentUpdateRequest(step, {s: o for s, o in observations.items() if s in mine},
-                                         my_rewards, terminated, truncated, my_acting,
-                                         {s: m for s, m in legal.items() if s in mine})
+            request = kind(step, {s: o for s, o in observations.items() if s in mine},
+                           my_rewards, terminated, truncated, my_acting,
+                           {s: m for s, m in legal.items() if s in mine})
             pending.append((link, link.client.send(request)))
         actions: dict[str, Any] = {}
         for link, correlation_id in pending:
@@ -559,8 +583,73 @@ class SimulationController(Component):
                                           loop.episode_seed)
         loop.episode += 1
         loop.needs_reset = True
-        loop.finished = loop.episode >= self._episodes
+        done = loop.episode >= self._episodes
+        every = self._evaluate_every
+        if every and loop.episode % every == 0:
+            loop.evaluating = self._evaluate_episodes
+            loop.finish_after_evaluation = done
+        else:
+            loop.finished = done
         self._episode_ended(loop.uid, total)
+
+    # -- evaluation episodes --------------------------------------------------------------
+    def _on_evaluation(self, loop: _EnvironmentLoop,
+                       reply: EnvironmentResetResponse | EnvironmentUpdateResponse) -> None:
+        """A reset or step of an evaluation episode: the muscles' greedy instances act on it
+        (AgentEvaluateRequest). It stays out of the digest, the steps, the run's progress and
+        its termination; the episode's summary is recorded, flagged as evaluation."""
+        if isinstance(reply, EnvironmentResetResponse):
+            loop.needs_reset = False
+            loop.step = 0
+            loop.returns = {}
+            loop.outstanding = {}
+            loop.observations = dict(reply.observations)
+            loop.actions = self._agents_update(loop, 0, reply.observations, {}, False, False,
+                                               reply.acting, reply.legal_actions,
+                                               AgentEvaluateRequest)
+        else:
+            self._evaluation_step(loop, reply)
+        if self._reported:
+            self._stamp_metrics()
+
+    def _evaluation_step(self, loop: _EnvironmentLoop, update: EnvironmentUpdateResponse) -> None:
+        loop.step += 1
+        terminated = update.terminated
+        truncated = update.truncated or (self._max_steps is not None
+                                         and loop.step >= self._max_steps)
+        outstanding, returns = loop.outstanding, loop.returns
+        for slot in loop.actions:
+            outstanding[slot] = [0, None, None, 0.0]
+        for slot, reward in update.rewards.items():
+            returns[slot] = returns.get(slot, 0.0) + reward
+            entry = outstanding.get(slot)
+            if entry is not None:
+                entry[3] += reward
+        loop.observations.update(update.observations)
+        done = terminated or truncated
+        settled = list(outstanding) if done else [s for s in update.acting if s in outstanding]
+        feedback = {slot: outstanding.pop(slot)[3] for slot in settled}
+        loop.actions = self._agents_update(loop, loop.step, update.observations, feedback,
+                                           terminated, truncated, update.acting,
+                                           update.legal_actions, AgentEvaluateRequest)
+        if done:
+            self._end_evaluation_episode(loop, terminated, truncated)
+
+    def _end_evaluation_episode(self, loop: _EnvironmentLoop, terminated: bool,
+                                truncated: bool) -> None:
+        """Record the evaluation episode (numbered among the environment's evaluation
+        episodes, from 0); after the round's last, training resumes or the loop ends."""
+        if loop.record_episodes and self.ctx.store is not None:
+            self.ctx.store.record_episode(self.ctx.run_id, loop.uid, loop.evaluations_done,
+                                          loop.step, sum(loop.returns.values()),
+                                          dict(loop.returns), terminated, truncated,
+                                          loop.episode_seed, evaluation=True)
+        loop.evaluations_done += 1
+        loop.evaluating -= 1
+        loop.needs_reset = True
+        if not loop.evaluating:
+            loop.evaluation_round += 1
+            loop.finished = loop.finished or loop.finish_after_evaluation
 
     def _episode_ended(self, environment: str, total: float) -> None:
         """Count an ended episode; end the run's loops if a termination condition is met."""

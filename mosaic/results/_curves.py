@@ -131,6 +131,8 @@ Points = dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]
 
 def _return_points(store: Store, info: Any, x: XAxis) -> Points:
     episodes = store.episodes_frame(*info["run_id"].tolist())
+    # The learning curve is the training episodes'; evaluation episodes are greedy extras.
+    episodes = episodes[~episodes["evaluation"]]
     if episodes.empty:
         raise StoreError(
             f"the selected runs ({', '.join(info['run'])}) recorded no episodes "

@@ -34,10 +34,13 @@ __all__ = [
 
 #: The columns of :func:`episodes_frame`, before one ``return_<agent>`` column per env agent.
 #: ``order`` is the episode's position (from 1) in the order the run's episodes ended, and
-#: ``run_steps`` the run's env steps when it ended (over every environment and copy).
+#: ``run_steps`` the run's env steps when it ended (over every environment and copy), both
+#: counting training episodes only: an ``evaluation`` episode (``evaluate_every``) has those of
+#: the training episode before it, and its ``episode`` counts the environment's evaluation
+#: episodes from 0.
 EPISODE_COLUMNS = (
     "run", "run_id", "environment", "episode", "copy", "order", "steps", "run_steps",
-    "total_return", "terminated", "truncated", "seed",
+    "total_return", "terminated", "truncated", "seed", "evaluation",
 )
 STEP_FRAME_COLUMNS = (
     "run", "run_id", "environment", "episode", "copy", "step", "agent", "slot", "observation",
@@ -69,13 +72,15 @@ def episodes_frame(conn: sa.Connection, runs: dict[int, str]) -> pd.DataFrame:
     for row in rows:
         if row.run_id != current:
             order, run_steps, current = 0, 0, row.run_id
-        order += 1
-        run_steps += int(row.steps)
+        evaluation = bool(row.evaluation)
+        if not evaluation:
+            order += 1
+            run_steps += int(row.steps)
         returns = row.returns or {}
         records.append((
             runs[row.run_id], row.run_id, row.environment, row.episode, row.copy, order,
             row.steps, run_steps, row.total_return, bool(row.terminated), bool(row.truncated),
-            row.seed, *(returns.get(agent) for agent in agents),
+            row.seed, evaluation, *(returns.get(agent) for agent in agents),
         ))
     columns = [*EPISODE_COLUMNS, *(f"return_{agent}" for agent in agents)]
     return pd.DataFrame.from_records(records, columns=columns)

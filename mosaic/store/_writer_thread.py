@@ -239,7 +239,7 @@ class WriterThreadMixin:
 
     def _episode_params(self, payload: tuple[Any, ...]) -> dict[str, Any] | None:
         try:
-            run, env, ep, steps, total, returns, term, trunc, seed, copy = payload
+            run, env, ep, steps, total, returns, term, trunc, seed, copy, evaluation = payload
             return {
                 "run_id": int(run),
                 "environment": env,
@@ -251,6 +251,7 @@ class WriterThreadMixin:
                 "truncated": bool(trunc),
                 "seed": None if seed is None else int(seed),
                 "copy": int(copy),
+                "evaluation": bool(evaluation),
             }
         except Exception as exc:
             self._record_error(exc, "an episode record cannot be stored", 1)

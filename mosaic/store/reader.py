@@ -149,11 +149,13 @@ class Store:
     ) -> RunDetail:
         """Details of one run, named by uid, a unique uid prefix, or integer id.
 
-        Its episode stats include the mean return of its last ``recent`` episodes (in the order
-        they ended). Raises StoreError naming the candidates if ``run`` matches several runs,
-        or none.
+        Its episode stats, and the episodes it shows, are of training episodes (evaluation
+        episodes are left out); they include the mean return of its last ``recent`` episodes
+        (in the order they ended). Raises StoreError naming the candidates if ``run`` matches
+        several runs, or none.
         """
         r, e = schema.runs, schema.episodes
+        training = e.c.evaluation == sa.false()
         with self._reading() as conn:
             run_id = self._resolve(conn, run)
             row = conn.execute(_summary_query().where(r.c.id == run_id)).one()
@@ -173,10 +175,10 @@ class Store:
                     sa.func.avg(e.c.total_return),
                     sa.func.min(e.c.total_return),
                     sa.func.max(e.c.total_return),
-                ).where(e.c.run_id == run_id)
+                ).where(e.c.run_id == run_id, training)
             ).one()
             last_ones = (
-                sa.select(e.c.total_return).where(e.c.run_id == run_id)
+                sa.select(e.c.total_return).where(e.c.run_id == run_id, training)
                 .order_by(e.c.id.desc()).limit(max(recent, 1)).subquery()
             )
             recent_mean = conn.execute(sa.select(sa.func.avg(last_ones.c.total_return))).scalar()
@@ -190,7 +192,7 @@ class Store:
                 recent=min(max(recent, 1), int(agg[0])),
                 recent_mean_return=_float(recent_mean),
             )
-            base = sa.select(e).where(e.c.run_id == run_id)
+            base = sa.select(e).where(e.c.run_id == run_id, training)
             first = conn.execute(base.order_by(e.c.id).limit(episodes_shown)).all()
             last: list[Any] = []
             if stats.count > episodes_shown:
@@ -434,6 +436,7 @@ def _summary_query() -> sa.Select[Any]:
             sa.func.sum(e.c.steps).label("recorded_steps"),
             sa.func.avg(e.c.total_return).label("mean_return"),
         )
+        .where(e.c.evaluation == sa.false())
         .group_by(e.c.run_id)
         .subquery()
     )

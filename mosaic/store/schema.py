@@ -29,11 +29,12 @@ __all__ = [
     "transitions",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: Version 2 added the ``copy`` columns of episodes and steps, version 3 the ``params`` column of
-#: runs; a store of an earlier version is upgraded in place when it is opened for writing (see
-#: :func:`ensure_schema`). Each upgrade only adds.
-_UPGRADABLE = ("1", "2")
+#: runs, version 4 the ``evaluation`` column of episodes; a store of an earlier version is
+#: upgraded in place when it is opened for writing (see :func:`ensure_schema`). Each upgrade
+#: only adds.
+_UPGRADABLE = ("1", "2", "3")
 
 RUN_STATUSES = ("created", "running", "finished", "failed", "cancelled")
 FINAL_STATUSES = frozenset({"finished", "failed", "cancelled"})
@@ -111,6 +112,8 @@ episodes = sa.Table(
     sa.Column("truncated", sa.Boolean, nullable=False),
     sa.Column("seed", sa.BigInteger),
     sa.Column("copy", sa.Integer, nullable=False, server_default="0"),
+    # A greedy evaluation episode (evaluate_every) rather than a training one.
+    sa.Column("evaluation", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Index("ix_episodes_run", "run_id", "environment", "episode"),
 )
 
@@ -188,7 +191,8 @@ def _upgrade(connection: sa.Connection, version: int) -> None:
     """From ``version`` to :data:`SCHEMA_VERSION`, one version at a time.
 
     To 2: the ``copy`` columns (0 for every existing row). To 3: the ``params`` column of runs
-    (null for every existing run).
+    (null for every existing run). To 4: the ``evaluation`` column of episodes (false for every
+    existing episode).
     """
     if version < 2:
         for table in (episodes, steps):
@@ -197,6 +201,9 @@ def _upgrade(connection: sa.Connection, version: int) -> None:
     if version < 3:
         json_type = runs.c.params.type.compile(dialect=connection.dialect)
         connection.execute(sa.text(f"ALTER TABLE runs ADD COLUMN params {json_type}"))
+    if version < 4:
+        connection.execute(sa.text(
+            "ALTER TABLE episodes ADD COLUMN evaluation BOOLEAN NOT NULL DEFAULT false"))
     connection.execute(sa.update(meta).where(meta.c.key == "schema_version")
                        .values(value=str(SCHEMA_VERSION)))
 

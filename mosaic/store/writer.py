@@ -340,10 +340,12 @@ class StoreWriter(WriterThreadMixin):
         truncated: bool,
         seed: int | None,
         copy: int = 0,
+        evaluation: bool = False,
     ) -> None:
         """Enqueue an episode summary; ``returns`` maps environment agent ids to returns.
 
-        ``copy`` is the copy of an environment with ``copies:`` the episode ran in.
+        ``copy`` is the copy of an environment with ``copies:`` the episode ran in;
+        ``evaluation`` marks a greedy evaluation episode (``evaluate_every``), not a training one.
 
         Never blocks; raises StoreError only if the writer is closed.
         """
@@ -363,6 +365,7 @@ class StoreWriter(WriterThreadMixin):
                     truncated,
                     seed,
                     copy,
+                    evaluation,
                 ),
             )
         )

@@ -77,7 +77,7 @@ SCHEMA: dict[str, tuple[type, tuple[str, ...]]] = {
     "EnvironmentShutdownResponse": (Response, ("environment_uid",)),
     "AgentSetupRequest": (
         Request,
-        ("run_uid", "agent_uid", "config", "muscles", "seed", "mode"),
+        ("run_uid", "agent_uid", "config", "muscles", "seed", "mode", "evaluate"),
     ),
     "AgentSetupResponse": (Response, ("agent_uid", "muscle_endpoints")),
     "BrainSetupRequest": (
@@ -101,10 +101,15 @@ SCHEMA: dict[str, tuple[type, tuple[str, ...]]] = {
             "brain_timeout",
             "checkpoint_every",
             "copies",
+            "evaluate",
         ),
     ),
     "MuscleSetupResponse": (Response, ("muscle_uid",)),
     "AgentUpdateRequest": (
+        Request,
+        ("step", "observations", "rewards", "terminated", "truncated", "acting", "legal_actions"),
+    ),
+    "AgentEvaluateRequest": (
         Request,
         ("step", "observations", "rewards", "terminated", "truncated", "acting", "legal_actions"),
     ),
@@ -146,7 +151,8 @@ SCHEMA: dict[str, tuple[type, tuple[str, ...]]] = {
     "RunConfig": (Record, ("experiment", "run_index", "phase", "phase_index", "phases", "seed",
                            "experiment_seed", "episodes", "max_steps", "termination", "mode",
                            "transport", "host", "cpu_affinity", "record_steps", "store_path",
-                           "timeouts", "default_agent", "environments", "agents")),
+                           "timeouts", "default_agent", "environments", "agents",
+                           "evaluate_every", "evaluate_episodes")),
 }
 
 MOSAIC_CLASSES = {

@@ -1,6 +1,6 @@
-"""A store of schema version 1 (before ``copies:``) or 2 (before sweeps) is upgraded in place by
-its next writer, keeping every row, and a reader asked to open it first says how it gets
-upgraded."""
+"""A store of schema version 1 (before ``copies:``), 2 (before sweeps) or 3 (before evaluation
+episodes) is upgraded in place by its next writer, keeping every row, and a reader asked to open
+it first says how it gets upgraded."""
 
 from __future__ import annotations
 
@@ -15,8 +15,17 @@ from mosaic.store import SCHEMA_VERSION, open_store
 from tests.store.test_writer import make_writer, new_run
 
 
+def _downgrade_to_version_3(path) -> None:
+    """What a version 3 store looks like: no evaluation column of episodes."""
+    with closing(sqlite3.connect(path)) as db:
+        db.execute("ALTER TABLE episodes DROP COLUMN evaluation")
+        db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+        db.commit()
+
+
 def _downgrade_to_version_2(path) -> None:
-    """What a version 2 store looks like: no params column of runs."""
+    """What a version 2 store looks like: no params column of runs either."""
+    _downgrade_to_version_3(path)
     with closing(sqlite3.connect(path)) as db:
         db.execute("ALTER TABLE runs DROP COLUMN params")
         db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
@@ -31,6 +40,27 @@ def _downgrade_to_version_1(path) -> None:
         db.execute("ALTER TABLE steps DROP COLUMN copy")
         db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
         db.commit()
+
+
+def test_a_version_3_store_gets_the_evaluation_column_from_its_next_writer(tmp_path, writers):
+    path = tmp_path / "old.sqlite"
+    writer = make_writer(writers, path)
+    run = new_run(writer)
+    writer.record_episode(run, "env", 0, 1, 0.5, {"p0": 0.5}, True, False, 7)
+    writer.close(timeout=5)
+    _downgrade_to_version_3(path)
+
+    with pytest.raises(StoreError, match="schema version 3; this mosaic upgrades it"):
+        open_store(path)
+
+    writer = make_writer(writers, path)
+    run = new_run(writer, "second")
+    writer.record_episode(run, "env", 0, 1, 0.5, {"p0": 0.5}, True, False, 8, evaluation=True)
+    writer.close(timeout=5)
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("SELECT value FROM meta").fetchone() == (str(SCHEMA_VERSION),)
+        assert db.execute("SELECT seed, evaluation FROM episodes ORDER BY id").fetchall() == [
+            (7, 0), (8, 1)]
 
 
 def test_a_version_2_store_gets_the_params_column_from_its_next_writer(tmp_path, writers):
