@@ -520,3 +520,34 @@ class TestConfigError:
         assert ConfigError.collect([first]) is first
         with pytest.raises(ValueError):
             ConfigError.collect([])
+
+
+class TestEvaluation:
+    def test_phases_inherit_evaluate_every_and_a_test_phase_ignores_it(self) -> None:
+        experiment = _experiment(evaluate_every=4, phases=[
+            {"name": "warm"},
+            {"name": "long", "evaluate_every": 10, "evaluate_episodes": 2},
+            {"name": "more"},
+            {"name": "test", "mode": "test"},
+        ])
+        configs = [experiment.run_config(0, index) for index in range(4)]
+        assert [(c.evaluate_every, c.evaluate_episodes) for c in configs] == [
+            (4, 5), (10, 2), (10, 2), (None, 2)]
+        assert _experiment().run_config(0).evaluate_every is None
+
+    @pytest.mark.parametrize(("lines", "location", "says"), [
+        ("evaluate_episodes: 3", "evaluate_episodes", "needs evaluate_every"),
+        ("evaluate_every: 2\nmode: test", "evaluate_every", "already acts greedily"),
+        ("phases: [{name: a}, {name: b, mode: test, evaluate_every: 1}]",
+         "phases[1].evaluate_every", "already acts greedily"),
+        ("phases: [{name: a, evaluate_episodes: 1}, {name: b, evaluate_every: 1}]",
+         "phases[0].evaluate_episodes", "needs evaluate_every"),
+        ("evaluate_every: 0", "evaluate_every", ">= 1"),
+    ])
+    def test_evaluation_errors_name_the_key(self, write: Callable[[str], Path], lines: str,
+                                            location: str, says: str) -> None:
+        with pytest.raises(ConfigError) as caught:
+            load_experiment(write(MINIMAL + lines + "\n"))
+        [problem] = caught.value.problems
+        assert problem.location == location
+        assert says in str(caught.value)
