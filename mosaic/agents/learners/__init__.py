@@ -4,6 +4,8 @@
   actions (FrozenLake, Taxi, ...).
 * :class:`PolicyGradientBrain` / :class:`PolicyGradientMuscle`: REINFORCE with a value baseline
   for Box observations and Discrete actions (CartPole, ...), on :class:`MLP` with :class:`Adam`.
+* :class:`DQNBrain` / :class:`DQNMuscle`: deep Q-learning (Double DQN by default) with a replay
+  buffer and a target network, for Box observations and Discrete actions, on :class:`MLP`.
 * :class:`Harness`: drives a brain and its muscle on a Gymnasium env in this process, in mosaic's
   call order, for tests and debugging; real runs go through ``mosaic experiment-start``.
 
@@ -12,18 +14,23 @@ brain's ``greedy_checkpoint(path)`` writes the :mod:`mosaic.agents.policies` for
 RL worker plays.
 """
 
+from mosaic.agents.learners.dqn import DQNBrain, DQNMuscle
 from mosaic.agents.learners.harness import EpisodeStats, Harness
 from mosaic.agents.learners.mlp import MLP, Adam, log_softmax, softmax, softmax_policy_loss
 from mosaic.agents.learners.policy_gradient import PolicyGradientBrain, PolicyGradientMuscle
+from mosaic.agents.learners.replay import ReplayBuffer
 from mosaic.agents.learners.tabular_q import TabularQBrain, TabularQMuscle, Transition
 
 __all__ = [
     "MLP",
     "Adam",
+    "DQNBrain",
+    "DQNMuscle",
     "EpisodeStats",
     "Harness",
     "PolicyGradientBrain",
     "PolicyGradientMuscle",
+    "ReplayBuffer",
     "TabularQBrain",
     "TabularQMuscle",
     "Transition",

@@ -16,12 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import gymnasium
 import numpy as np
 
 from mosaic.agents.batch import Batch
 from mosaic.agents.brain import Brain
-from mosaic.agents.context import BrainContext, MuscleContext, Slot
+from mosaic.agents.context import BrainContext, MuscleContext
+from mosaic.agents.learners._common import legal_mask as _legal_mask
+from mosaic.agents.learners._common import legal_masks as _legal_masks
+from mosaic.agents.learners._common import load_mlp as _load_mlp
+from mosaic.agents.learners._common import policy_shape as _policy_shape
+from mosaic.agents.learners._common import unwrap as _unwrap
 from mosaic.agents.learners.mlp import (
     MLP,
     Adam,
@@ -30,42 +34,12 @@ from mosaic.agents.learners.mlp import (
     softmax,
     softmax_policy_loss,
 )
-from mosaic.agents.learners.tabular_q import _legal_mask, _legal_masks, _param, _unwrap
+from mosaic.agents.learners.tabular_q import _param
 from mosaic.agents.muscle import Muscle
-from mosaic.agents.policies import MLPPolicy, load_policy, save_mlp
+from mosaic.agents.policies import save_mlp
 from mosaic.core.errors import MosaicError
 
 __all__ = ["PolicyGradientBrain", "PolicyGradientMuscle"]
-
-
-def _policy_shape(slots: Mapping[str, Slot], owner: str) -> tuple[int, int]:
-    """(observation size, n_actions) shared by all ``slots``; MosaicError for other spaces."""
-    shapes = set()
-    for uid, slot in slots.items():
-        obs, act = slot.observation_space, slot.action_space
-        if not (isinstance(obs, gymnasium.spaces.Box)
-                and isinstance(act, gymnasium.spaces.Discrete)):
-            raise MosaicError(
-                f"{owner} needs a Box observation and a Discrete action space; slot {uid!r} has "
-                f"{obs} and {act} (use TabularQBrain for Discrete observations)")
-        if int(act.start) != 0:
-            raise MosaicError(f"{owner} needs a Discrete action space starting at 0; slot "
-                              f"{uid!r} has {act}")
-        shapes.add((int(np.prod(obs.shape)), int(act.n)))
-    if len(shapes) != 1:
-        raise MosaicError(f"{owner} shares one policy across its slots, so all need the same "
-                          f"observation size and number of actions; got {sorted(shapes)}")
-    return shapes.pop()
-
-
-def _load_mlp(path: str, shape: tuple[int, int], owner: str) -> MLP:
-    policy = load_policy(path)
-    if not isinstance(policy, MLPPolicy):
-        raise MosaicError(f"{owner}: {path} is a {policy.kind!r} checkpoint, not an mlp")
-    if (policy.n_inputs, policy.n_actions) != shape:
-        raise MosaicError(f"{owner}: the mlp in {path} maps {policy.n_inputs} inputs to "
-                          f"{policy.n_actions} actions; the slots need {shape[0]} to {shape[1]}")
-    return MLP.from_layers(policy.layers)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,9 @@ import numpy as np
 from mosaic.agents.batch import Batch
 from mosaic.agents.brain import Brain
 from mosaic.agents.context import BrainContext, MuscleContext, Slot
+from mosaic.agents.learners._common import legal_mask as _legal_mask
+from mosaic.agents.learners._common import legal_masks as _legal_masks
+from mosaic.agents.learners._common import unwrap as _unwrap
 from mosaic.agents.muscle import Muscle
 from mosaic.agents.policies import QTablePolicy, load_policy, save_q_table
 from mosaic.core.errors import MosaicError
@@ -69,45 +72,6 @@ def _param(
     if not ok:
         raise MosaicError(f"param {name!r} must be {expected}; got {value!r}")
     return converted  # type: ignore[no-any-return]
-
-
-def _unwrap(observation: Any, legal_actions: Any) -> tuple[Any, Any]:
-    """Accept PettingZoo's ``{"observation", "action_mask"}`` observations as well."""
-    if isinstance(observation, dict) and "observation" in observation:
-        if legal_actions is None:
-            legal_actions = observation.get("action_mask")
-        observation = observation["observation"]
-    return observation, legal_actions
-
-
-def _legal_mask(legal_actions: Any, n_actions: int) -> np.ndarray | None:
-    """The action mask as a bool array of length ``n_actions`` (``None``: all legal)."""
-    if legal_actions is None:
-        return None
-    mask = np.asarray(legal_actions).reshape(-1).astype(bool)
-    if mask.shape[0] != n_actions:
-        raise MosaicError(f"the action mask has {mask.shape[0]} entries for {n_actions} actions")
-    if not mask.any():
-        raise MosaicError("the action mask allows no action")
-    return mask
-
-
-def _legal_masks(legal_actions: Any, n_actions: int, copies: int) -> np.ndarray | None:
-    """The action masks of ``copies`` copies as a bool (copies, n_actions) array (``None``: all
-    legal)."""
-    if legal_actions is None:
-        return None
-    masks = np.asarray(legal_actions).astype(bool)
-    if masks.shape[0] != copies:
-        raise MosaicError(f"{masks.shape[0]} action masks for {copies} copies")
-    masks = masks.reshape(copies, -1)
-    if masks.shape[1] != n_actions:
-        raise MosaicError(f"the action masks have {masks.shape[1]} entries for {n_actions} "
-                          f"actions")
-    empty = np.flatnonzero(~masks.any(axis=1))
-    if empty.shape[0]:
-        raise MosaicError(f"the action mask of copy {int(empty[0])} allows no action")
-    return masks
 
 
 def _table_shape(slots: Mapping[str, Slot], owner: str) -> tuple[int, int]:

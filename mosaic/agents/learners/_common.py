@@ -1,0 +1,88 @@
+"""What mosaic's built-in learners share: action masks, PettingZoo observations, and the spaces
+of a network learner."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium
+import numpy as np
+
+from mosaic.agents.context import Slot
+from mosaic.agents.learners.mlp import MLP
+from mosaic.agents.policies import MLPPolicy, load_policy
+from mosaic.core.errors import MosaicError
+
+__all__ = ["legal_mask", "legal_masks", "load_mlp", "policy_shape", "unwrap"]
+
+
+def unwrap(observation: Any, legal_actions: Any) -> tuple[Any, Any]:
+    """Accept PettingZoo's ``{"observation", "action_mask"}`` observations as well."""
+    if isinstance(observation, dict) and "observation" in observation:
+        if legal_actions is None:
+            legal_actions = observation.get("action_mask")
+        observation = observation["observation"]
+    return observation, legal_actions
+
+
+def legal_mask(legal_actions: Any, n_actions: int) -> np.ndarray | None:
+    """The action mask as a bool array of length ``n_actions`` (``None``: all legal)."""
+    if legal_actions is None:
+        return None
+    mask = np.asarray(legal_actions).reshape(-1).astype(bool)
+    if mask.shape[0] != n_actions:
+        raise MosaicError(f"the action mask has {mask.shape[0]} entries for {n_actions} actions")
+    if not mask.any():
+        raise MosaicError("the action mask allows no action")
+    return mask
+
+
+def legal_masks(legal_actions: Any, n_actions: int, copies: int) -> np.ndarray | None:
+    """The action masks of ``copies`` copies as a bool (copies, n_actions) array (``None``: all
+    legal)."""
+    if legal_actions is None:
+        return None
+    masks = np.asarray(legal_actions).astype(bool)
+    if masks.shape[0] != copies:
+        raise MosaicError(f"{masks.shape[0]} action masks for {copies} copies")
+    masks = masks.reshape(copies, -1)
+    if masks.shape[1] != n_actions:
+        raise MosaicError(f"the action masks have {masks.shape[1]} entries for {n_actions} "
+                          f"actions")
+    empty = np.flatnonzero(~masks.any(axis=1))
+    if empty.shape[0]:
+        raise MosaicError(f"the action mask of copy {int(empty[0])} allows no action")
+    return masks
+
+
+def policy_shape(slots: Mapping[str, Slot], owner: str) -> tuple[int, int]:
+    """(observation size, n_actions) shared by all ``slots``; MosaicError for other spaces."""
+    shapes = set()
+    for uid, slot in slots.items():
+        obs, act = slot.observation_space, slot.action_space
+        if not (isinstance(obs, gymnasium.spaces.Box)
+                and isinstance(act, gymnasium.spaces.Discrete)):
+            raise MosaicError(
+                f"{owner} needs a Box observation and a Discrete action space; slot {uid!r} has "
+                f"{obs} and {act} (use TabularQBrain for Discrete observations)")
+        if int(act.start) != 0:
+            raise MosaicError(f"{owner} needs a Discrete action space starting at 0; slot "
+                              f"{uid!r} has {act}")
+        shapes.add((int(np.prod(obs.shape)), int(act.n)))
+    if len(shapes) != 1:
+        raise MosaicError(f"{owner} shares one policy across its slots, so all need the same "
+                          f"observation size and number of actions; got {sorted(shapes)}")
+    return shapes.pop()
+
+
+def load_mlp(path: str, shape: tuple[int, int], owner: str) -> MLP:
+    """The ``mlp`` checkpoint at ``path`` as an :class:`MLP`; MosaicError if it is another kind
+    or maps other sizes than ``shape`` (inputs, actions)."""
+    policy = load_policy(path)
+    if not isinstance(policy, MLPPolicy):
+        raise MosaicError(f"{owner}: {path} is a {policy.kind!r} checkpoint, not an mlp")
+    if (policy.n_inputs, policy.n_actions) != shape:
+        raise MosaicError(f"{owner}: the mlp in {path} maps {policy.n_inputs} inputs to "
+                          f"{policy.n_actions} actions; the slots need {shape[0]} to {shape[1]}")
+    return MLP.from_layers(policy.layers)

@@ -1,0 +1,430 @@
+"""Deep Q-learning (DQN, optionally Double DQN) for Box observations and Discrete actions, on the
+NumPy :class:`~mosaic.agents.learners.MLP`.
+
+The muscle acts epsilon-greedily on its copy of the online network and sends its transitions;
+the brain keeps them in a replay buffer, trains the online network against a target network, and
+answers with the online weights every ``sync_every`` updates. Params: :mod:`.dqn_params`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import gymnasium
+import numpy as np
+
+from mosaic.agents.batch import Batch
+from mosaic.agents.brain import Brain
+from mosaic.agents.context import BrainContext, MuscleContext, Slot
+from mosaic.agents.learners._common import (
+    legal_mask,
+    legal_masks,
+    load_mlp,
+    policy_shape,
+    unwrap,
+)
+from mosaic.agents.learners.mlp import MLP, Adam
+from mosaic.agents.learners.replay import ReplayBuffer, Transitions
+from mosaic.agents.muscle import Muscle
+from mosaic.agents.policies import save_mlp
+from mosaic.core.errors import MosaicError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from mosaic.agents.learners.dqn_params import DQNParams
+
+__all__ = ["DQNBrain", "DQNMuscle"]
+
+_COLUMNS = ("observations", "actions", "rewards", "next_observations", "terminated", "truncated")
+
+
+def _spaces(slots: Mapping[str, Slot], owner: str) -> tuple[int, int]:
+    """(observation size, n_actions); MosaicError for a continuous action space or others."""
+    for uid, slot in slots.items():
+        if isinstance(slot.action_space, gymnasium.spaces.Box):
+            raise MosaicError(f"{owner} needs a Discrete action space; slot {uid!r} has the "
+                              f"continuous {slot.action_space} (use a PPO learner for Box actions)")
+    return policy_shape(slots, owner)
+
+
+def _params(params: Mapping[str, Any], owner: str) -> DQNParams:
+    from mosaic.agents.learners.dqn_params import check_params
+
+    return check_params(params, owner)
+
+
+def masked_max(values: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``values`` (N, n), the arg-max over the legal entries (ties to the lowest) and
+    its value."""
+    masked = np.where(masks, values, -np.inf)
+    best = np.argmax(masked, axis=1)
+    return best, masked[np.arange(values.shape[0]), best]
+
+
+class DQNMuscle(Muscle):
+    """Acts epsilon-greedily on the online Q network and sends transitions to the brain.
+
+    Spaces: every slot has a ``Box`` observation (flattened) and a ``Discrete`` action space
+    starting at 0, of the same sizes across slots; a ``Box`` action space is refused at setup.
+
+    Epsilon falls linearly from ``epsilon_start`` to ``epsilon_end`` over ``epsilon_decay_steps``
+    of this muscle's env steps (each copy's step counts), then stays. Until the brain's first
+    weights arrive (or without ``load_checkpoint``) every Q value is 0, so greedy picks the lowest
+    legal action. In ``"test"`` mode it acts greedily and sends nothing.
+
+    Promises: exploration draws only from ``context.rng`` (one uniform per act, one more when it
+    explores; in batches two uniforms per copy and step). Actions honour ``legal_actions`` or
+    PettingZoo's ``{"observation", "action_mask"}`` observations, when exploring and when greedy.
+
+    Experience: one item of columns (``observations``, ``actions``, ``rewards``,
+    ``next_observations``, ``terminated``, ``truncated``, and ``next_masks`` or ``None``); from
+    :meth:`feedback` one row per completed action, from :meth:`feedback_batch` one row per copy
+    that acted. Rewards that arrive while a slot's observation is ``None`` add to its pending
+    transition. ``next_masks`` come from a ``{"observation", "action_mask"}`` next observation,
+    and in batches from ``batch.legal_actions``. Updates: ``W0``, ``b0``, ... and ``version``.
+
+    Metrics: ``epsilon``, per training episode as it starts (per copy's episode with copies).
+    """
+
+    @classmethod
+    def params_model(cls) -> type[BaseModel]:
+        """:class:`~mosaic.agents.learners.dqn_params.DQNParams`."""
+        from mosaic.agents.learners.dqn_params import DQNParams
+
+        model: type[BaseModel] = DQNParams
+        return model
+
+    def setup(self, context: MuscleContext) -> None:
+        super().setup(context)
+        owner = type(self).__name__
+        self.n_inputs, self.n_actions = _spaces(context.slots, owner)
+        self.params = _params(context.params, owner)
+        self.network: MLP | None = None
+        if self.params.load_checkpoint:
+            self.network = load_mlp(self.params.load_checkpoint,
+                                         (self.n_inputs, self.n_actions), owner)
+        self.version = 0
+        self.training = context.mode != "test"
+        self.rng = context.rng
+        self.steps = 0
+        # slot -> [observation, action, accumulated reward] of the action awaiting its outcome
+        self._pending: dict[str, list[Any]] = {}
+        # For copies: slot -> each copy's observation and action awaiting its outcome (waiting).
+        self._copy_pending: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    @property
+    def epsilon(self) -> float:
+        """The exploration rate at this muscle's current step (0 in test mode)."""
+        p = self.params
+        if not self.training:
+            return 0.0
+        fraction = min(1.0, self.steps / p.epsilon_decay_steps) if p.epsilon_decay_steps else 1.0
+        return float(p.epsilon_start + fraction * (p.epsilon_end - p.epsilon_start))
+
+    def _values(self, x: np.ndarray) -> np.ndarray:
+        if self.network is None:
+            return np.zeros((*x.shape[:-1], self.n_actions))
+        return self.network.forward(x)
+
+    def _observations(self, observations: Any, copies: int) -> np.ndarray:
+        x = np.array(observations, dtype=np.float64).reshape(copies, -1)
+        if x.shape[1] != self.n_inputs:
+            raise MosaicError(f"expected observations of {self.n_inputs} values; got {x.shape[1]}")
+        return x
+
+    def reset(self) -> None:
+        """Start an episode: report its epsilon and forget pending actions."""
+        self._pending.clear()
+        if self.training:
+            self.context.log_metric("epsilon", self.epsilon)
+
+    def act(self, slot: str, observation: Any, legal_actions: Any = None) -> int:
+        """Epsilon-greedy over the legal actions (greedy in test mode)."""
+        observation, legal_actions = unwrap(observation, legal_actions)
+        x = self._observations(observation, 1)[0]
+        mask = legal_mask(legal_actions, self.n_actions)
+        legal = np.arange(self.n_actions) if mask is None else np.flatnonzero(mask)
+        if self.training and self.rng.random() < self.epsilon:
+            action = int(legal[self.rng.integers(legal.shape[0])])
+        else:
+            values = self._values(x)
+            action = int(legal[np.argmax(values[legal])])
+        if self.training:
+            self.steps += 1
+            self._pending[slot] = [x, action, 0.0]
+        return action
+
+    def feedback(self, slot: str, reward: float, terminated: bool, truncated: bool,
+                 observation: Any) -> dict[str, Any] | None:
+        """The completed transition of ``slot``'s last action as a one-row item, or ``None``
+        (test mode, or no observation yet)."""
+        pending = self._pending.get(slot)
+        if pending is None:
+            return None
+        pending[2] += float(reward)
+        if observation is None and not (terminated or truncated):
+            return None
+        del self._pending[slot]
+        x, action, total = pending
+        next_mask = None
+        if observation is None:
+            next_x, terminated = x, True  # over without a final observation: no bootstrap
+        else:
+            next_obs, mask = unwrap(observation, None)
+            next_x = self._observations(next_obs, 1)[0]
+            next_mask = legal_mask(mask, self.n_actions)
+        return {"observations": x[None], "actions": np.array([action], dtype=np.int64),
+                "rewards": np.array([total]), "next_observations": next_x[None],
+                "terminated": np.array([bool(terminated)]),
+                "truncated": np.array([bool(truncated)]),
+                "next_masks": None if next_mask is None else next_mask[None]}
+
+    def act_batch(self, slot: str, batch: Batch) -> np.ndarray:
+        """Epsilon-greedy per copy over its legal actions, from one forward pass: int64
+        (copies,). A copy in ``batch.starts`` begins an episode and reports its epsilon."""
+        copies = self._copies(batch)
+        observations, legal_actions = unwrap(batch.observations, batch.legal_actions)
+        x = self._observations(observations, copies)
+        masks = legal_masks(legal_actions, self.n_actions, copies)
+        legal = np.ones((copies, self.n_actions), bool) if masks is None else masks
+        epsilon = self.epsilon
+        for copy in np.flatnonzero(batch.starts).tolist():
+            if self.training:
+                self.context.log_metric("epsilon", epsilon)
+            for _, _, waiting in self._copy_pending.values():
+                waiting[copy] = False
+        actions, _ = masked_max(self._values(x), legal)
+        if not self.training:
+            return actions.astype(np.int64)
+        explore = self.rng.random(copies) < epsilon
+        picks = self.rng.random(copies)
+        counts = legal.sum(axis=1)
+        ranks = np.minimum((picks * counts).astype(np.int64), counts - 1)
+        random = np.argmax(np.cumsum(legal, axis=1) > ranks[:, None], axis=1)
+        actions = np.where(explore, random, actions).astype(np.int64)
+        self.steps += copies
+        self._copy_pending[slot] = (x, actions.copy(), np.ones(copies, dtype=bool))
+        return actions
+
+    def feedback_batch(self, slot: str, batch: Batch) -> list[dict[str, Any]]:
+        """The transitions of the copies in ``batch.acted`` with a pending action, as one item;
+        an empty list in test mode or when none completed."""
+        pending = self._copy_pending.get(slot)
+        if pending is None:
+            return []
+        copies = self._copies(batch)
+        x, actions, waiting = pending
+        rows = np.flatnonzero(batch.acted & waiting)
+        if not rows.shape[0]:
+            return []
+        observations, legal_actions = unwrap(batch.observations, batch.legal_actions)
+        next_x = self._observations(observations, copies)
+        masks = legal_masks(legal_actions, self.n_actions, copies)
+        for copy, final in batch.final_observations.items():
+            if final is None:
+                continue
+            final_obs, final_mask = unwrap(final, None)
+            next_x[copy] = self._observations(final_obs, 1)[0]
+            if masks is not None:  # the new episode's mask is not the final observation's
+                mask = legal_mask(final_mask, self.n_actions)
+                masks[copy] = True if mask is None else mask
+        waiting[rows] = False
+        return [{"observations": x[rows], "actions": actions[rows],
+                 "rewards": np.asarray(batch.rewards, dtype=np.float64)[rows],
+                 "next_observations": next_x[rows],
+                 "terminated": np.asarray(batch.terminated, dtype=bool)[rows],
+                 "truncated": np.asarray(batch.truncated, dtype=bool)[rows],
+                 "next_masks": None if masks is None else masks[rows]}]
+
+    def _copies(self, batch: Batch) -> int:
+        if batch.copies != self.context.copies:
+            raise MosaicError(f"a batch of {batch.copies} copies for a muscle set up for "
+                              f"{self.context.copies}")
+        return batch.copies
+
+    def apply_update(self, update: Any) -> None:
+        """Act with the online weights in ``update`` (``MosaicError`` if they do not fit)."""
+        try:
+            network = MLP.from_arrays(update)
+        except (ValueError, TypeError) as exc:
+            raise MosaicError(f"malformed Q-network update: {exc}") from exc
+        if (network.n_inputs, network.n_outputs) != (self.n_inputs, self.n_actions):
+            raise MosaicError(f"the update maps {network.n_inputs} inputs to {network.n_outputs} "
+                              f"actions; this muscle needs {self.n_inputs} to {self.n_actions}")
+        self.network = network
+        self.version = int(update.get("version", self.version))
+
+
+class DQNBrain(Brain):
+    """Learns a Q network from replayed transitions, against a target network.
+
+    Spaces: as :class:`DQNMuscle`. Several muscles may share the brain: one buffer, one network.
+
+    Each transition goes into a replay buffer of ``buffer_size``. Once it holds
+    ``learning_starts`` transitions, every ``train_every`` transitions make one Adam step on
+    ``batch_size`` transitions sampled uniformly (from ``context.rng``), with the Huber loss
+    (``huber_delta``) between ``Q(s, a)`` and ``r + discount * (not terminated) * Q'(s')``, where
+    ``Q'(s')`` is the target network's value of the online network's best legal action
+    (``double_dqn``, the default) or the target's best legal value. Gradients are clipped to the
+    global norm ``max_grad_norm`` (0: no clip). The target copies the online network every
+    ``target_update_every`` updates, or with ``tau > 0`` moves towards it by ``tau`` at every
+    update (Polyak).
+
+    :meth:`learn` answers ``muscle`` with the online weights (``W0``, ``b0``, ..., ``version``)
+    when they changed since it last got them and ``sync_every`` updates have passed; else
+    ``None``. :meth:`state` holds both networks, the optimizer and the counters, not the buffer.
+
+    Metrics, every ``sync_every`` updates, as means over them: ``loss``, ``q_mean`` (the online
+    Q of the sampled actions) and ``grad_norm`` (before clipping).
+    """
+
+    def setup(self, context: BrainContext) -> None:
+        super().setup(context)
+        owner = type(self).__name__
+        self.n_inputs, self.n_actions = _spaces(context.slots, owner)
+        p = self.params = _params(context.params, owner)
+        self.rng = context.rng
+        if p.load_checkpoint:
+            self.online = load_mlp(p.load_checkpoint, (self.n_inputs, self.n_actions), owner)
+        else:
+            self.online = MLP([self.n_inputs, *p.hidden_sizes, self.n_actions], self.rng)
+        self.target = MLP.from_layers(self.online.layers)
+        self.optimizer = Adam(self.online.parameters(), p.learning_rate,
+                              max_grad_norm=p.max_grad_norm or None)
+        self.buffer = ReplayBuffer(p.buffer_size, self.n_inputs, self.n_actions)
+        self.transitions = 0
+        self.updates = 0
+        # A muscle starts with version 0: all-zero Q values, or the checkpoint it loaded too.
+        self.version = 0
+        self._sent: dict[str, int] = {}
+        self._stats = np.zeros(3)  # loss, q_mean and grad_norm summed since the last report
+
+    # -- learning -------------------------------------------------------------------------
+    def learn(self, muscle: str, experience: Any) -> dict[str, np.ndarray] | None:
+        """Store the transitions, train on schedule, answer with weights when due."""
+        batch = self._checked(experience)
+        p = self.params
+        first, self.transitions = self.transitions + 1, self.transitions + len(batch)
+        # The rows go in first: an update due at one of them may sample all of them.
+        self.buffer.add(batch)
+        for count in range(first, self.transitions + 1):
+            if count >= max(p.learning_starts, 1) and count % p.train_every == 0:
+                self._update()
+        if self._sent.get(muscle, 0) < self.version:
+            self._sent[muscle] = self.version
+            return self.weights()
+        return None
+
+    def _checked(self, experience: Any) -> Transitions:
+        try:
+            columns = {name: np.asarray(experience[name]) for name in _COLUMNS}
+            masks = experience.get("next_masks")
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise MosaicError(f"{type(self).__name__} expects the transition columns a "
+                              f"DQNMuscle sends; got {experience!r:.120}") from exc
+        k = columns["actions"].shape[0] if columns["actions"].ndim == 1 else -1
+        try:
+            batch = Transitions(
+                observations=columns["observations"].astype(np.float64).reshape(k, self.n_inputs),
+                actions=columns["actions"].astype(np.int64),
+                rewards=columns["rewards"].astype(np.float64).reshape(k),
+                next_observations=columns["next_observations"].astype(np.float64)
+                .reshape(k, self.n_inputs),
+                terminated=columns["terminated"].astype(bool).reshape(k),
+                next_masks=(np.ones((k, self.n_actions), bool) if masks is None
+                            else np.asarray(masks, dtype=bool).reshape(k, self.n_actions)))
+        except (TypeError, ValueError) as exc:
+            raise MosaicError(f"malformed transitions for {self.n_inputs} inputs and "
+                              f"{self.n_actions} actions: {exc}") from exc
+        if k and (batch.actions.min() < 0 or batch.actions.max() >= self.n_actions):
+            raise MosaicError(f"actions outside 0..{self.n_actions - 1}: {batch.actions}")
+        return batch
+
+    def _update(self) -> None:
+        p = self.params
+        batch = self.buffer.sample(self.rng, p.batch_size)
+        n = len(batch)
+        rows = np.arange(n)
+        q, inputs = self.online.forward_cached(batch.observations)
+        next_target = self.target.forward(batch.next_observations)
+        if p.double_dqn:
+            best, _ = masked_max(self.online.forward(batch.next_observations), batch.next_masks)
+            next_value = next_target[rows, best]
+        else:
+            _, next_value = masked_max(next_target, batch.next_masks)
+        targets = batch.rewards + p.discount * np.where(batch.terminated, 0.0, next_value)
+        q_taken = q[rows, batch.actions]
+        error = q_taken - targets
+        small = np.abs(error) <= p.huber_delta
+        loss = np.where(small, 0.5 * error**2,
+                        p.huber_delta * (np.abs(error) - 0.5 * p.huber_delta))
+        grad_out = np.zeros_like(q)
+        grad_out[rows, batch.actions] = np.clip(error, -p.huber_delta, p.huber_delta) / n
+        grads = self.online.backward(inputs, grad_out)
+        grad_norm = float(np.sqrt(sum(float(np.sum(g * g)) for g in grads)))
+        self.optimizer.step(grads)
+        self.updates += 1
+        if p.tau > 0:
+            for target, online in zip(self.target.parameters(), self.online.parameters(),
+                                      strict=True):
+                target += p.tau * (online - target)
+        elif self.updates % p.target_update_every == 0:
+            self.target.load_arrays(self.online.to_arrays())
+        self._stats += (float(loss.mean()), float(q_taken.mean()), grad_norm)
+        if self.updates % p.sync_every == 0:
+            self.version += 1
+            for name, total in zip(("loss", "q_mean", "grad_norm"), self._stats, strict=True):
+                self.context.log_metric(name, total / p.sync_every)
+            self._stats[:] = 0.0
+
+    # -- weights and state ----------------------------------------------------------------
+    def sync(self, muscle: str) -> dict[str, np.ndarray]:
+        """The online network, for a muscle that starts (a test phase after training)."""
+        self._sent[muscle] = self.version
+        return self.weights()
+
+    def weights(self) -> dict[str, np.ndarray]:
+        """The online network as an update: ``W0``, ``b0``, ... and ``version`` (0-d)."""
+        arrays = self.online.to_arrays()
+        arrays["version"] = np.array(self.version, dtype=np.int64)
+        return arrays
+
+    def state(self) -> dict[str, np.ndarray]:
+        """Both networks (``online.*``, ``target.*``), the optimizer (``adam.*``) and the
+        counters ``transitions``, ``updates`` and ``version``; all copies."""
+        state = {**self.online.to_arrays("online."), **self.target.to_arrays("target."),
+                 **self.optimizer.state("adam.")}
+        for name in ("transitions", "updates", "version"):
+            state[name] = np.array(getattr(self, name), dtype=np.int64)
+        return state
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        """Restore what :meth:`state` returned (same layer sizes); ``MosaicError`` if an array
+        is missing or misshaped, and then nothing changed."""
+        before = self.state()
+        try:
+            self._load(state)
+        except (KeyError, ValueError) as exc:
+            self._load(before)
+            raise MosaicError(f"{type(self).__name__} cannot load this state: {exc}") from exc
+
+    def _load(self, state: Mapping[str, np.ndarray]) -> None:
+        self.online.load_arrays(state, "online.")
+        self.target.load_arrays(state, "target.")
+        self.optimizer.load_state(state, "adam.")
+        self.transitions, self.updates, self.version = (
+            int(state[name]) for name in ("transitions", "updates", "version"))
+
+    def greedy_checkpoint(self, path: str | os.PathLike[str]) -> Path:
+        """Write the online network as an ``mlp`` checkpoint (:mod:`mosaic.agents.policies`):
+        its arg-max is the greedy action. Returns the path written (``.npz`` appended)."""
+        return save_mlp(path, self.online.layers)
+
+    def teardown(self) -> None:
+        """In ``"train"`` mode, write the checkpoint named by ``save_checkpoint``, if any."""
+        if self.params.save_checkpoint is not None and self.context.mode != "test":
+            self.greedy_checkpoint(self.params.save_checkpoint)

@@ -1,0 +1,75 @@
+"""A fixed-capacity replay buffer of transitions for off-policy learners (DQN)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+__all__ = ["ReplayBuffer", "Transitions"]
+
+
+@dataclass(frozen=True)
+class Transitions:
+    """K transitions as columns: ``observations`` and ``next_observations`` (K, d) float64,
+    ``actions`` (K,) int64, ``rewards`` (K,) float64, ``terminated`` (K,) bool and
+    ``next_masks`` (K, n_actions) bool (the legal actions after each transition)."""
+
+    observations: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    next_observations: np.ndarray
+    terminated: np.ndarray
+    next_masks: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.actions.shape[0])
+
+    def rows(self, index: np.ndarray | slice) -> Transitions:
+        """The transitions at ``index``."""
+        return Transitions(*(getattr(self, f.name)[index] for f in fields(self)))
+
+
+class ReplayBuffer:
+    """The last ``capacity`` transitions added, in a ring: once full, each new one replaces the
+    oldest.
+
+    :meth:`sample` draws uniformly with replacement from what it holds, using only the generator
+    it is given, so the same generator state and the same additions give the same samples.
+    """
+
+    def __init__(self, capacity: int, n_inputs: int, n_actions: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"a replay buffer needs a capacity >= 1; got {capacity}")
+        self.capacity = capacity
+        self._data = Transitions(np.zeros((capacity, n_inputs)), np.zeros(capacity, np.int64),
+                                 np.zeros(capacity), np.zeros((capacity, n_inputs)),
+                                 np.zeros(capacity, bool), np.ones((capacity, n_actions), bool))
+        self._next = 0  # where the next transition goes
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def add(self, batch: Transitions) -> None:
+        """Append ``batch`` in row order (the oldest rows are overwritten once full)."""
+        if len(batch) > self.capacity:
+            batch = batch.rows(slice(len(batch) - self.capacity, None))  # only these survive
+        if not len(batch):
+            return
+        rows = (self._next + np.arange(len(batch))) % self.capacity
+        for f in fields(Transitions):
+            getattr(self._data, f.name)[rows] = getattr(batch, f.name)
+        self._next = int((rows[-1] + 1) % self.capacity)
+        self._size = min(self.capacity, self._size + len(batch))
+
+    def sample(self, rng: np.random.Generator, size: int) -> Transitions:
+        """``size`` transitions drawn uniformly with replacement (``ValueError`` when empty)."""
+        if not self._size:
+            raise ValueError("cannot sample from an empty replay buffer")
+        return self._data.rows(rng.integers(self._size, size=size))
+
+    def contents(self) -> Transitions:
+        """Copies of what the buffer holds, oldest first."""
+        start = self._next if self._size == self.capacity else 0
+        return self._data.rows((start + np.arange(self._size)) % self.capacity)
