@@ -26,7 +26,7 @@ from mosaic.agents.learners._common import (
     policy_shape,
     unwrap,
 )
-from mosaic.agents.learners.mlp import MLP, Adam
+from mosaic.agents.learners.mlp import MLP, Adam, masked_max
 from mosaic.agents.learners.replay import ReplayBuffer, Transitions
 from mosaic.agents.muscle import Muscle
 from mosaic.agents.policies import save_mlp
@@ -38,9 +38,6 @@ if TYPE_CHECKING:
     from mosaic.agents.learners.dqn_params import DQNParams
 
 __all__ = ["DQNBrain", "DQNMuscle"]
-
-_COLUMNS = ("observations", "actions", "rewards", "next_observations", "terminated", "truncated")
-
 
 def _spaces(slots: Mapping[str, Slot], owner: str) -> tuple[int, int]:
     """(observation size, n_actions); MosaicError for a continuous action space or others."""
@@ -55,14 +52,6 @@ def _params(params: Mapping[str, Any], owner: str) -> DQNParams:
     from mosaic.agents.learners.dqn_params import check_params
 
     return check_params(params, owner)
-
-
-def masked_max(values: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of ``values`` (N, n), the arg-max over the legal entries (ties to the lowest) and
-    its value."""
-    masked = np.where(masks, values, -np.inf)
-    best = np.argmax(masked, axis=1)
-    return best, masked[np.arange(values.shape[0]), best]
 
 
 class DQNMuscle(Muscle):
@@ -306,7 +295,10 @@ class DQNBrain(Brain):
     # -- learning -------------------------------------------------------------------------
     def learn(self, muscle: str, experience: Any) -> dict[str, np.ndarray] | None:
         """Store the transitions, train on schedule, answer with weights when due."""
-        batch = self._checked(experience)
+        try:
+            batch = Transitions.from_columns(experience, self.n_inputs, self.n_actions)
+        except ValueError as exc:
+            raise MosaicError(f"{type(self).__name__}: {exc}") from exc
         p = self.params
         first, self.transitions = self.transitions + 1, self.transitions + len(batch)
         # The rows go in first: an update due at one of them may sample all of them.
@@ -318,31 +310,6 @@ class DQNBrain(Brain):
             self._sent[muscle] = self.version
             return self.weights()
         return None
-
-    def _checked(self, experience: Any) -> Transitions:
-        try:
-            columns = {name: np.asarray(experience[name]) for name in _COLUMNS}
-            masks = experience.get("next_masks")
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise MosaicError(f"{type(self).__name__} expects the transition columns a "
-                              f"DQNMuscle sends; got {experience!r:.120}") from exc
-        k = columns["actions"].shape[0] if columns["actions"].ndim == 1 else -1
-        try:
-            batch = Transitions(
-                observations=columns["observations"].astype(np.float64).reshape(k, self.n_inputs),
-                actions=columns["actions"].astype(np.int64),
-                rewards=columns["rewards"].astype(np.float64).reshape(k),
-                next_observations=columns["next_observations"].astype(np.float64)
-                .reshape(k, self.n_inputs),
-                terminated=columns["terminated"].astype(bool).reshape(k),
-                next_masks=(np.ones((k, self.n_actions), bool) if masks is None
-                            else np.asarray(masks, dtype=bool).reshape(k, self.n_actions)))
-        except (TypeError, ValueError) as exc:
-            raise MosaicError(f"malformed transitions for {self.n_inputs} inputs and "
-                              f"{self.n_actions} actions: {exc}") from exc
-        if k and (batch.actions.min() < 0 or batch.actions.max() >= self.n_actions):
-            raise MosaicError(f"actions outside 0..{self.n_actions - 1}: {batch.actions}")
-        return batch
 
     def _update(self) -> None:
         p = self.params

@@ -19,6 +19,7 @@ __all__ = [
     "Adam",
     "log_softmax",
     "masked_logits",
+    "masked_max",
     "sample_softmax",
     "softmax",
     "softmax_policy_loss",
@@ -184,6 +185,14 @@ def masked_logits(logits: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
     if mask is None:
         return logits
     return np.where(np.asarray(mask, dtype=bool), logits, -np.inf)
+
+
+def masked_max(values: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``values`` (N, n), the arg-max over the legal entries (ties to the lowest) and
+    its value."""
+    masked = np.where(masks, values, -np.inf)
+    best = np.argmax(masked, axis=1)
+    return best, masked[np.arange(values.shape[0]), best]
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 
-__all__ = ["ReplayBuffer", "Transitions"]
+__all__ = ["COLUMNS", "ReplayBuffer", "Transitions"]
+
+#: The columns of the transitions a muscle sends (``truncated`` is informative: it bootstraps).
+COLUMNS = ("observations", "actions", "rewards", "next_observations", "terminated", "truncated")
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,30 @@ class Transitions:
 
     def __len__(self) -> int:
         return int(self.actions.shape[0])
+
+    @classmethod
+    def from_columns(cls, columns: Any, n_inputs: int, n_actions: int) -> Transitions:
+        """The transitions in a mapping of :data:`COLUMNS` (and ``next_masks``, ``None``: all
+        legal), as a muscle sends them; ``ValueError`` naming what does not fit."""
+        try:
+            data = {name: np.asarray(columns[name]) for name in COLUMNS}
+            masks = columns.get("next_masks")
+            k = data["actions"].shape[0] if data["actions"].ndim == 1 else -1
+            batch = cls(
+                data["observations"].astype(np.float64).reshape(k, n_inputs),
+                data["actions"].astype(np.int64),
+                data["rewards"].astype(np.float64).reshape(k),
+                data["next_observations"].astype(np.float64).reshape(k, n_inputs),
+                data["terminated"].astype(bool).reshape(k),
+                (np.ones((k, n_actions), bool) if masks is None
+                 else np.asarray(masks, dtype=bool).reshape(k, n_actions)))
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise ValueError(f"expected transition columns {', '.join(COLUMNS)} for {n_inputs} "
+                             f"inputs and {n_actions} actions; got {columns!r:.120} ({exc})"
+                             ) from exc
+        if k and (batch.actions.min() < 0 or batch.actions.max() >= n_actions):
+            raise ValueError(f"actions outside 0..{n_actions - 1}: {batch.actions}")
+        return batch
 
     def rows(self, index: np.ndarray | slice) -> Transitions:
         """The transitions at ``index``."""
