@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DQNBrain", "DQNMuscle"]
 
+
 def _spaces(slots: Mapping[str, Slot], owner: str) -> tuple[int, int]:
     """(observation size, n_actions); MosaicError for a continuous action space or others."""
     for uid, slot in slots.items():
