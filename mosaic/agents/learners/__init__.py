@@ -6,6 +6,8 @@
   for Box observations and Discrete actions (CartPole, ...), on :class:`MLP` with :class:`Adam`.
 * :class:`DQNBrain` / :class:`DQNMuscle`: deep Q-learning (Double DQN by default) with a replay
   buffer and a target network, for Box observations and Discrete actions, on :class:`MLP`.
+* :class:`PPOBrain` / :class:`PPOMuscle`: proximal policy optimisation (clipped surrogate, GAE)
+  for Box observations and Discrete or Box actions (CartPole, Pendulum, ...), on :class:`MLP`.
 * :class:`Harness`: drives a brain and its muscle on a Gymnasium env in this process, in mosaic's
   call order, for tests and debugging; real runs go through ``mosaic experiment-start``.
 
@@ -18,6 +20,8 @@ from mosaic.agents.learners.dqn import DQNBrain, DQNMuscle
 from mosaic.agents.learners.harness import EpisodeStats, Harness
 from mosaic.agents.learners.mlp import MLP, Adam, log_softmax, softmax, softmax_policy_loss
 from mosaic.agents.learners.policy_gradient import PolicyGradientBrain, PolicyGradientMuscle
+from mosaic.agents.learners.ppo import PPOMuscle
+from mosaic.agents.learners.ppo_brain import PPOBrain
 from mosaic.agents.learners.replay import ReplayBuffer
 from mosaic.agents.learners.tabular_q import TabularQBrain, TabularQMuscle, Transition
 
@@ -28,6 +32,8 @@ __all__ = [
     "DQNMuscle",
     "EpisodeStats",
     "Harness",
+    "PPOBrain",
+    "PPOMuscle",
     "PolicyGradientBrain",
     "PolicyGradientMuscle",
     "ReplayBuffer",

@@ -1,0 +1,151 @@
+"""The policy heads of :mod:`mosaic.agents.learners.ppo` and its advantage estimate.
+
+A head turns the policy network's outputs into actions and log-probabilities: a softmax over
+Discrete actions (honouring action masks), or a diagonal Gaussian over Box actions with a
+learned log standard deviation. The muscle samples with it; the brain takes the gradient of the
+clipped surrogate objective through it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from mosaic.agents.learners.mlp import (
+    log_softmax,
+    masked_logits,
+    sample_softmax,
+    softmax_policy_loss,
+)
+
+__all__ = ["PolicyHead", "SurrogateStats", "clipped_surrogate", "gae"]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+def gae(
+    rewards: np.ndarray,
+    values: np.ndarray,
+    last_value: float,
+    discount: float,
+    gae_lambda: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Generalised advantage estimates and value targets of one trajectory segment.
+
+    ``rewards`` and ``values`` (T,) are per step; ``last_value`` is the value of the observation
+    after the last step (0 where the episode terminated). ``delta_t = r_t + discount *
+    V_{t+1} - V_t`` and ``A_t = delta_t + discount * gae_lambda * A_{t+1}``. Returns
+    ``(advantages, advantages + values)``.
+    """
+    next_values = np.append(values[1:], last_value)
+    deltas = rewards + discount * next_values - values
+    advantages = np.empty_like(deltas)
+    running = 0.0
+    decay = discount * gae_lambda
+    for t in range(deltas.shape[0] - 1, -1, -1):
+        running = deltas[t] + decay * running
+        advantages[t] = running
+    return advantages, advantages + values
+
+
+@dataclass(frozen=True)
+class PolicyHead:
+    """Actions from policy outputs: ``discrete`` (softmax over ``size`` actions) or a Gaussian
+    over ``size`` action dimensions, with ``log_std`` (size,) given per call."""
+
+    discrete: bool
+    size: int
+
+    def sample(
+        self,
+        outputs: np.ndarray,
+        rng: np.random.Generator,
+        masks: np.ndarray | None = None,
+        log_std: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Actions (N,) int64 or (N, size) float64 drawn for outputs (N, size), and their
+        log-probabilities (N,).
+
+        Discrete heads draw one uniform per row from ``rng``, Gaussian heads ``size`` standard
+        normals per row. Masked actions are never drawn.
+        """
+        n = outputs.shape[0]
+        if self.discrete:
+            logits = masked_logits(outputs, masks)
+            actions = sample_softmax(logits, np.asarray(rng.random(n)))
+            return actions, log_softmax(logits)[np.arange(n), actions]
+        std_log = self._log_std(log_std)
+        noise = rng.standard_normal((n, self.size))
+        actions = outputs + np.exp(std_log) * noise
+        logp = np.sum(-0.5 * noise * noise - std_log - 0.5 * _LOG_2PI, axis=1)
+        return actions, logp
+
+    def greedy(self, outputs: np.ndarray, masks: np.ndarray | None = None) -> np.ndarray:
+        """The most likely action per row: the arg-max legal logit (ties to the lowest), or the
+        Gaussian's mean."""
+        if self.discrete:
+            best: np.ndarray = np.argmax(masked_logits(outputs, masks), axis=1).astype(np.int64)
+            return best
+        return outputs
+
+    def _log_std(self, log_std: np.ndarray | None) -> np.ndarray:
+        return np.zeros(self.size) if log_std is None else log_std
+
+
+@dataclass(frozen=True)
+class SurrogateStats:
+    """What one minibatch of the clipped surrogate gave."""
+
+    loss: float
+    entropy: float
+    approx_kl: float
+    clip_fraction: float
+
+
+def clipped_surrogate(
+    head: PolicyHead,
+    outputs: np.ndarray,
+    actions: np.ndarray,
+    old_log_probs: np.ndarray,
+    advantages: np.ndarray,
+    clip_range: float,
+    entropy_coef: float,
+    masks: np.ndarray | None = None,
+    log_std: np.ndarray | None = None,
+) -> tuple[SurrogateStats, np.ndarray, np.ndarray | None]:
+    """PPO's clipped surrogate loss minus the entropy bonus, over a minibatch of N rows.
+
+    ``loss = -mean(min(r A, clip(r, 1 - eps, 1 + eps) A)) - entropy_coef * mean(entropy)``
+    with ``r = pi(a) / pi_old(a)``. Returns the stats, the gradient with respect to
+    ``outputs`` (N, size), and for a Gaussian head the gradient with respect to ``log_std``
+    (``None`` for a discrete one). ``approx_kl`` is ``mean((r - 1) - log r)``.
+    """
+    n = outputs.shape[0]
+    rows = np.arange(n)
+    if head.discrete:
+        log_probs = log_softmax(masked_logits(outputs, masks))[rows, actions]
+    else:
+        std_log = head._log_std(log_std)
+        z = (actions - outputs) / np.exp(std_log)
+        log_probs = np.sum(-0.5 * z * z - std_log - 0.5 * _LOG_2PI, axis=1)
+    log_ratio = log_probs - old_log_probs
+    ratio = np.exp(log_ratio)
+    unclipped = ratio * advantages
+    clipped = np.clip(ratio, 1.0 - clip_range, 1.0 + clip_range) * advantages
+    # Where the clipped term is the smaller one, the objective is flat in the policy.
+    weights = np.where(unclipped <= clipped, unclipped, 0.0)
+    loss = -float(np.mean(np.minimum(unclipped, clipped)))
+    stats = dict(approx_kl=float(np.mean(ratio - 1.0 - log_ratio)),
+                 clip_fraction=float(np.mean(np.abs(ratio - 1.0) > clip_range)))
+    if head.discrete:
+        # d/dlogits of -mean(w log pi(a)) is the surrogate's gradient when w = r A is held.
+        _, grad, entropy = softmax_policy_loss(outputs, actions, weights, entropy_coef, masks)
+        return SurrogateStats(loss - entropy_coef * entropy, entropy, **stats), grad, None
+    entropy = float(np.sum(std_log) + 0.5 * head.size * (1.0 + _LOG_2PI))
+    std = np.exp(std_log)
+    grad_mean = -weights[:, None] * z / std / n
+    grad_log_std = -np.sum(weights[:, None] * (z * z - 1.0), axis=0) / n - entropy_coef
+    return (SurrogateStats(loss - entropy_coef * entropy, entropy, **stats), grad_mean,
+            grad_log_std)
