@@ -116,7 +116,7 @@ def test_masks_are_honoured_in_sampling_log_probs_and_test_mode() -> None:
 
 
 def test_box_actions_are_clipped_to_the_bounds_and_the_rollout_keeps_the_sample() -> None:
-    box = spaces.Box(np.array([-2.0, 0.0]), np.array([2.0, 0.5]), dtype=np.float32)
+    box = spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([2.0, 0.5], np.float32))
     muscle = muscle_with(box, copies=64, initial_log_std=1.5, rollout_steps=64)
     actions = muscle.act_batch("agent_0", batch(np.zeros((64, 4))))
     assert actions.shape == (64, 2) and actions.dtype == np.float32
