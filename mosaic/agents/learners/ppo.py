@@ -150,6 +150,8 @@ class PPOMuscle(Muscle):
         self.policy: MLP | None = None
         self.log_std = np.full(self.head.size, self.params.initial_log_std)
         if self.params.load_checkpoint:
+            if not self.head.discrete:
+                raise MosaicError(f"{owner}: load_checkpoint holds an mlp, for Discrete actions")
             self.policy = load_mlp(self.params.load_checkpoint,
                                     (self.spaces.n_inputs, self.head.size), owner)
         self.version = 0
