@@ -86,3 +86,39 @@ def load_mlp(path: str, shape: tuple[int, int], owner: str) -> MLP:
         raise MosaicError(f"{owner}: the mlp in {path} maps {policy.n_inputs} inputs to "
                           f"{policy.n_actions} actions; the slots need {shape[0]} to {shape[1]}")
     return MLP.from_layers(policy.layers)
+
+
+def mlp_from_update(update: Any, shape: tuple[int, int], what: str) -> MLP:
+    """The network in a brain's ``update`` (its arrays); MosaicError if it is malformed or maps
+    other sizes than ``shape`` (inputs, actions) — ``what`` names it in the message."""
+    try:
+        network = MLP.from_arrays(update)
+    except (ValueError, TypeError) as exc:
+        raise MosaicError(f"malformed {what} update: {exc}") from exc
+    if (network.n_inputs, network.n_outputs) != shape:
+        raise MosaicError(f"the update maps {network.n_inputs} inputs to {network.n_outputs} "
+                          f"actions; this muscle needs {shape[0]} to {shape[1]}")
+    return network
+
+
+class RestorableState:
+    """``load_state`` for a brain whose :meth:`state` arrays its ``_load`` puts back: all of
+    them or, on a missing or misshaped array, none (MosaicError)."""
+
+    def state(self) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def _load(self, state: Mapping[str, np.ndarray]) -> None:
+        raise NotImplementedError
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        """Restore what :meth:`state` returned (same layer sizes).
+
+        Raises ``MosaicError`` if an array is missing or misshaped; then nothing changed.
+        """
+        before = self.state()
+        try:
+            self._load(state)
+        except (KeyError, ValueError) as exc:
+            self._load(before)
+            raise MosaicError(f"{type(self).__name__} cannot load this state: {exc}") from exc

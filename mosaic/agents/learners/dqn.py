@@ -20,9 +20,11 @@ from mosaic.agents.batch import Batch
 from mosaic.agents.brain import Brain
 from mosaic.agents.context import BrainContext, MuscleContext, Slot
 from mosaic.agents.learners._common import (
+    RestorableState,
     legal_mask,
     legal_masks,
     load_mlp,
+    mlp_from_update,
     policy_shape,
     unwrap,
 )
@@ -238,18 +240,11 @@ class DQNMuscle(Muscle):
 
     def apply_update(self, update: Any) -> None:
         """Act with the online weights in ``update`` (``MosaicError`` if they do not fit)."""
-        try:
-            network = MLP.from_arrays(update)
-        except (ValueError, TypeError) as exc:
-            raise MosaicError(f"malformed Q-network update: {exc}") from exc
-        if (network.n_inputs, network.n_outputs) != (self.n_inputs, self.n_actions):
-            raise MosaicError(f"the update maps {network.n_inputs} inputs to {network.n_outputs} "
-                              f"actions; this muscle needs {self.n_inputs} to {self.n_actions}")
-        self.network = network
+        self.network = mlp_from_update(update, (self.n_inputs, self.n_actions), "Q-network")
         self.version = int(update.get("version", self.version))
 
 
-class DQNBrain(Brain):
+class DQNBrain(RestorableState, Brain):
     """Learns a Q network from replayed transitions, against a target network.
 
     Spaces: as :class:`DQNMuscle`. Several muscles may share the brain: one buffer, one network.
@@ -369,16 +364,6 @@ class DQNBrain(Brain):
         for name in ("transitions", "updates", "version"):
             state[name] = np.array(getattr(self, name), dtype=np.int64)
         return state
-
-    def load_state(self, state: dict[str, np.ndarray]) -> None:
-        """Restore what :meth:`state` returned (same layer sizes); ``MosaicError`` if an array
-        is missing or misshaped, and then nothing changed."""
-        before = self.state()
-        try:
-            self._load(state)
-        except (KeyError, ValueError) as exc:
-            self._load(before)
-            raise MosaicError(f"{type(self).__name__} cannot load this state: {exc}") from exc
 
     def _load(self, state: Mapping[str, np.ndarray]) -> None:
         self.online.load_arrays(state, "online.")

@@ -21,6 +21,7 @@ import numpy as np
 from mosaic.agents.batch import Batch
 from mosaic.agents.brain import Brain
 from mosaic.agents.context import BrainContext, MuscleContext
+from mosaic.agents.learners._common import RestorableState, mlp_from_update
 from mosaic.agents.learners._common import legal_mask as _legal_mask
 from mosaic.agents.learners._common import legal_masks as _legal_masks
 from mosaic.agents.learners._common import load_mlp as _load_mlp
@@ -251,18 +252,11 @@ class PolicyGradientMuscle(Muscle):
 
     def apply_update(self, update: Any) -> None:
         """Act with the weights in ``update`` from now on (``MosaicError`` if they do not fit)."""
-        try:
-            policy = MLP.from_arrays(update)
-        except (ValueError, TypeError) as exc:
-            raise MosaicError(f"malformed policy update: {exc}") from exc
-        if (policy.n_inputs, policy.n_outputs) != (self.n_inputs, self.n_actions):
-            raise MosaicError(f"the update maps {policy.n_inputs} inputs to {policy.n_outputs} "
-                              f"actions; this muscle needs {self.n_inputs} to {self.n_actions}")
-        self.policy = policy
+        self.policy = mlp_from_update(update, (self.n_inputs, self.n_actions), "policy")
         self.version = int(update.get("version", self.version))
 
 
-class PolicyGradientBrain(Brain):
+class PolicyGradientBrain(RestorableState, Brain):
     """REINFORCE with a learned value baseline, on a tanh MLP policy and value network.
 
     Spaces: as :class:`PolicyGradientMuscle`. Several muscles may share the brain: their
@@ -463,18 +457,6 @@ class PolicyGradientBrain(Brain):
                  **self.value_optimizer.state("value_adam.")}
         state["version"] = np.array(self.version, dtype=np.int64)
         return state
-
-    def load_state(self, state: dict[str, np.ndarray]) -> None:
-        """Restore what :meth:`state` returned (same layer sizes).
-
-        Raises ``MosaicError`` if an array is missing or misshaped; then nothing changed.
-        """
-        before = self.state()
-        try:
-            self._load(state)
-        except (KeyError, ValueError) as exc:
-            self._load(before)
-            raise MosaicError(f"{type(self).__name__} cannot load this state: {exc}") from exc
 
     def _load(self, state: Mapping[str, np.ndarray]) -> None:
         self.policy.load_arrays(state, "policy.")

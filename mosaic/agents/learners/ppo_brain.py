@@ -12,7 +12,7 @@ import numpy as np
 
 from mosaic.agents.brain import Brain
 from mosaic.agents.context import BrainContext
-from mosaic.agents.learners._common import load_mlp
+from mosaic.agents.learners._common import RestorableState, load_mlp
 from mosaic.agents.learners.mlp import MLP, Adam
 from mosaic.agents.learners.ppo import ppo_spaces
 from mosaic.agents.learners.ppo_params import check_ppo_params
@@ -37,7 +37,7 @@ class _Rollout:
     returns: np.ndarray
 
 
-class PPOBrain(Brain):
+class PPOBrain(RestorableState, Brain):
     """PPO with a clipped surrogate objective, on tanh MLP policy and value networks.
 
     Spaces: as :class:`~mosaic.agents.learners.PPOMuscle`. Several muscles may share the brain;
@@ -197,18 +197,6 @@ class PPOBrain(Brain):
         return {**self.policy.to_arrays("policy."), **self.value.to_arrays("value."),
                 **self.optimizer.state("adam."), "log_std": self.log_std.copy(),
                 "version": np.array(self.version, dtype=np.int64)}
-
-    def load_state(self, state: dict[str, np.ndarray]) -> None:
-        """Restore what :meth:`state` returned (same layer sizes).
-
-        Raises ``MosaicError`` if an array is missing or misshaped; then nothing changed.
-        """
-        before = self.state()
-        try:
-            self._load(state)
-        except (KeyError, ValueError) as exc:
-            self._load(before)
-            raise MosaicError(f"{type(self).__name__} cannot load this state: {exc}") from exc
 
     def _load(self, state: Mapping[str, np.ndarray]) -> None:
         log_std = np.asarray(state["log_std"], dtype=np.float64)
