@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
@@ -39,6 +39,8 @@ from mosaic.store._batch import (
 )
 from mosaic.store._values import Encode
 from mosaic.store.url import StoreLocation, describe_error, open_engine
+
+_Param = TypeVar("_Param")
 
 # The logger keeps the name of the public module, where this code used to live.
 log = logging.getLogger("mosaic.store.writer")
@@ -203,36 +205,27 @@ class WriterThreadMixin:
             return step_params(rows, encode)
         except Exception:
             pass  # some row is bad: redo row by row below to keep the others
-        # Keep the good rows; report the bad ones once, with the first reason.
-        params = []
-        bad: list[tuple[int, Exception]] = []
-        for index, row in enumerate(rows):
-            try:
-                params += step_params((row,), encode)
-            except Exception as exc:
-                bad.append((index, exc))
-        if bad:
-            index, first = bad[0]
-            self._record_error(
-                first,
-                f"{len(bad)} of {len(rows)} step rows cannot be stored (first: row {index})",
-                len(bad),
-            )
-        return params
+        return self._good_rows(rows, lambda row: step_params((row,), encode)[0], "step")
 
     def _metric_params(self, rows: Sequence[MetricRow]) -> list[dict[str, Any]]:
+        return self._good_rows(rows, lambda row: metric_param(*row), "metric")
+
+    def _good_rows(self, rows: Sequence[Any], convert: Callable[[Any], _Param],
+                   what: str) -> list[_Param]:
+        """``convert`` of each of ``rows`` that converts; the others reported once, with the
+        first reason."""
         params = []
         bad: list[tuple[int, Exception]] = []
         for index, row in enumerate(rows):
             try:
-                params.append(metric_param(*row))
+                params.append(convert(row))
             except Exception as exc:
                 bad.append((index, exc))
         if bad:
             index, first = bad[0]
             self._record_error(
                 first,
-                f"{len(bad)} of {len(rows)} metric rows cannot be stored (first: row {index})",
+                f"{len(bad)} of {len(rows)} {what} rows cannot be stored (first: row {index})",
                 len(bad),
             )
         return params
