@@ -14,31 +14,19 @@ from mosaic.core.errors import StoreError
 from mosaic.store import SCHEMA_VERSION, open_store
 from tests.store.test_writer import make_writer, new_run
 
+#: What each schema version added: (table, column) pairs, dropped to go back below it.
+ADDED_IN = {4: [("episodes", "evaluation")], 3: [("runs", "params")],
+            2: [("episodes", "copy"), ("steps", "copy")]}
 
-def _downgrade_to_version_3(path) -> None:
-    """What a version 3 store looks like: no evaluation column of episodes."""
+
+def _downgrade(path, version: int) -> None:
+    """What a store of ``version`` looks like: none of the columns added after it."""
     with closing(sqlite3.connect(path)) as db:
-        db.execute("ALTER TABLE episodes DROP COLUMN evaluation")
-        db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
-        db.commit()
-
-
-def _downgrade_to_version_2(path) -> None:
-    """What a version 2 store looks like: no params column of runs either."""
-    _downgrade_to_version_3(path)
-    with closing(sqlite3.connect(path)) as db:
-        db.execute("ALTER TABLE runs DROP COLUMN params")
-        db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
-        db.commit()
-
-
-def _downgrade_to_version_1(path) -> None:
-    """What a version 1 store looks like: no copy columns either."""
-    _downgrade_to_version_2(path)
-    with closing(sqlite3.connect(path)) as db:
-        db.execute("ALTER TABLE episodes DROP COLUMN copy")
-        db.execute("ALTER TABLE steps DROP COLUMN copy")
-        db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+        for added, columns in ADDED_IN.items():
+            if added > version:
+                for table, column in columns:
+                    db.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+        db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
         db.commit()
 
 
@@ -48,7 +36,7 @@ def test_a_version_3_store_gets_the_evaluation_column_from_its_next_writer(tmp_p
     run = new_run(writer)
     writer.record_episode(run, "env", 0, 1, 0.5, {"p0": 0.5}, True, False, 7)
     writer.close(timeout=5)
-    _downgrade_to_version_3(path)
+    _downgrade(path, 3)
 
     with pytest.raises(StoreError, match="schema version 3; this mosaic upgrades it"):
         open_store(path)
@@ -68,7 +56,7 @@ def test_a_version_2_store_gets_the_params_column_from_its_next_writer(tmp_path,
     writer = make_writer(writers, path)
     new_run(writer)
     writer.close(timeout=5)
-    _downgrade_to_version_2(path)
+    _downgrade(path, 2)
 
     with pytest.raises(StoreError, match="schema version 2; this mosaic upgrades it"):
         open_store(path)
@@ -88,7 +76,7 @@ def test_a_version_1_store_is_upgraded_by_its_next_writer(tmp_path, writers):
     writer.record_steps([(run, "env", 0, 0, "a", "p0", 1, 2, 0.5, True, False)])
     writer.record_episode(run, "env", 0, 1, 0.5, {"p0": 0.5}, True, False, 7)
     writer.close(timeout=5)
-    _downgrade_to_version_1(path)
+    _downgrade(path, 1)
 
     with pytest.raises(StoreError, match="schema version 1; this mosaic upgrades it"):
         open_store(path)
