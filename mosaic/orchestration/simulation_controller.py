@@ -366,12 +366,10 @@ class SimulationController(Component):
                     continue
                 if isinstance(reply, VectorStepResponse):
                     self._on_vector_step(loop, reply)  # type: ignore[arg-type]
-                elif loop.evaluating:  # type: ignore[union-attr]
-                    self._on_evaluation(loop, reply)  # type: ignore[arg-type]
                 elif isinstance(reply, EnvironmentUpdateResponse):
-                    self._on_update(loop, reply)  # type: ignore[arg-type]
+                    self._on_update(loop, reply, loop.evaluating > 0)  # type: ignore[arg-type,union-attr]
                 elif isinstance(reply, EnvironmentResetResponse):
-                    self._on_reset(loop, reply)  # type: ignore[arg-type]
+                    self._on_reset(loop, reply, loop.evaluating > 0)  # type: ignore[arg-type,union-attr]
                 if not (last_round or loop.finished):
                     next_round.append((loop, *self._send(loop)))
             in_flight = next_round
@@ -471,19 +469,25 @@ class SimulationController(Component):
             loop.finished = True
         self._episode_ended(loop.uid, total)
 
-    def _on_reset(self, loop: _EnvironmentLoop, reset: EnvironmentResetResponse) -> None:
+    def _on_reset(self, loop: _EnvironmentLoop, reset: EnvironmentResetResponse,
+                  evaluation: bool = False) -> None:
         loop.needs_reset = False
         loop.step = 0
         loop.returns = {}
         loop.outstanding = {}
         loop.observations = dict(reset.observations)
         loop.actions = self._agents_update(loop, 0, reset.observations, {}, False, False,
-                                           reset.acting, reset.legal_actions)
+                                           reset.acting, reset.legal_actions,
+                                           AgentEvaluateRequest if evaluation
+                                           else AgentUpdateRequest)
         if self._reported:
             self._stamp_metrics()
 
-    def _on_update(self, loop: _EnvironmentLoop, update: EnvironmentUpdateResponse) -> None:
-        ctx = self.ctx
+    def _on_update(self, loop: _EnvironmentLoop, update: EnvironmentUpdateResponse,
+                   evaluation: bool = False) -> None:
+        """One step of ``loop``: rewards to the slots' last actions, the settled actions
+        recorded and fed back, the muscles asked for the next. An evaluation step counts for
+        nothing of the run (progress, digest, steps table) and asks the greedy instances."""
         step = loop.step
         loop.step = step + 1
         terminated = update.terminated
@@ -499,19 +503,28 @@ class SimulationController(Component):
             entry = outstanding.get(slot)
             if entry is not None:
                 entry[3] += reward
-        progress = ctx.progress
-        progress.steps += 1
-        if progress.first_step_at is None:
-            progress.first_step_at = time.time()
+        if not evaluation:
+            progress = self.ctx.progress
+            progress.steps += 1
+            if progress.first_step_at is None:
+                progress.first_step_at = time.time()
         loop.observations.update(update.observations)
         done = terminated or truncated
         settled = list(outstanding) if done else [s for s in update.acting if s in outstanding]
-        feedback = self._settle(loop, settled, terminated, truncated)
+        if evaluation:
+            feedback = {slot: outstanding.pop(slot)[3] for slot in settled}
+        else:
+            feedback = self._settle(loop, settled, terminated, truncated)
         loop.actions = self._agents_update(loop, loop.step, update.observations, feedback,
                                            terminated, truncated, update.acting,
-                                           update.legal_actions)
+                                           update.legal_actions,
+                                           AgentEvaluateRequest if evaluation
+                                           else AgentUpdateRequest)
         if done:
-            self._end_episode(loop, terminated, truncated)
+            if evaluation:
+                self._end_evaluation_episode(loop, terminated, truncated)
+            else:
+                self._end_episode(loop, terminated, truncated)
         if self._reported:
             self._stamp_metrics()
 
@@ -593,48 +606,9 @@ class SimulationController(Component):
         self._episode_ended(loop.uid, total)
 
     # -- evaluation episodes --------------------------------------------------------------
-    def _on_evaluation(self, loop: _EnvironmentLoop,
-                       reply: EnvironmentResetResponse | EnvironmentUpdateResponse) -> None:
-        """A reset or step of an evaluation episode: the muscles' greedy instances act on it
-        (AgentEvaluateRequest). It stays out of the digest, the steps, the run's progress and
-        its termination; the episode's summary is recorded, flagged as evaluation."""
-        if isinstance(reply, EnvironmentResetResponse):
-            loop.needs_reset = False
-            loop.step = 0
-            loop.returns = {}
-            loop.outstanding = {}
-            loop.observations = dict(reply.observations)
-            loop.actions = self._agents_update(loop, 0, reply.observations, {}, False, False,
-                                               reply.acting, reply.legal_actions,
-                                               AgentEvaluateRequest)
-        else:
-            self._evaluation_step(loop, reply)
-        if self._reported:
-            self._stamp_metrics()
-
-    def _evaluation_step(self, loop: _EnvironmentLoop, update: EnvironmentUpdateResponse) -> None:
-        loop.step += 1
-        terminated = update.terminated
-        truncated = update.truncated or (self._max_steps is not None
-                                         and loop.step >= self._max_steps)
-        outstanding, returns = loop.outstanding, loop.returns
-        for slot in loop.actions:
-            outstanding[slot] = [0, None, None, 0.0]
-        for slot, reward in update.rewards.items():
-            returns[slot] = returns.get(slot, 0.0) + reward
-            entry = outstanding.get(slot)
-            if entry is not None:
-                entry[3] += reward
-        loop.observations.update(update.observations)
-        done = terminated or truncated
-        settled = list(outstanding) if done else [s for s in update.acting if s in outstanding]
-        feedback = {slot: outstanding.pop(slot)[3] for slot in settled}
-        loop.actions = self._agents_update(loop, loop.step, update.observations, feedback,
-                                           terminated, truncated, update.acting,
-                                           update.legal_actions, AgentEvaluateRequest)
-        if done:
-            self._end_evaluation_episode(loop, terminated, truncated)
-
+    # A loop whose ``evaluating`` is set runs evaluation episodes (see _on_reset/_on_update):
+    # the muscles' greedy instances act (AgentEvaluateRequest), and nothing counts for the
+    # digest, the steps table, the run's progress or its termination.
     def _end_evaluation_episode(self, loop: _EnvironmentLoop, terminated: bool,
                                 truncated: bool) -> None:
         """Record the evaluation episode (numbered among the environment's evaluation
