@@ -232,7 +232,8 @@ class WriterThreadMixin:
 
     def _episode_params(self, payload: tuple[Any, ...]) -> dict[str, Any] | None:
         try:
-            run, env, ep, steps, total, returns, term, trunc, seed, copy, evaluation = payload
+            (run, env, ep, steps, total, returns, term, trunc, seed, copy, evaluation,
+             snapshots) = payload
             return {
                 "run_id": int(run),
                 "environment": env,
@@ -245,6 +246,8 @@ class WriterThreadMixin:
                 "seed": None if seed is None else int(seed),
                 "copy": int(copy),
                 "evaluation": bool(evaluation),
+                "snapshots": None if snapshots is None else {
+                    str(k): int(v) for k, v in dict(snapshots).items()},
             }
         except Exception as exc:
             self._record_error(exc, "an episode record cannot be stored", 1)

@@ -29,12 +29,12 @@ __all__ = [
     "transitions",
 ]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: Version 2 added the ``copy`` columns of episodes and steps, version 3 the ``params`` column of
-#: runs, version 4 the ``evaluation`` column of episodes; a store of an earlier version is
-#: upgraded in place when it is opened for writing (see :func:`ensure_schema`). Each upgrade
-#: only adds.
-_UPGRADABLE = ("1", "2", "3")
+#: runs, version 4 the ``evaluation`` column of episodes, version 5 its ``snapshots`` column; a
+#: store of an earlier version is upgraded in place when it is opened for writing (see
+#: :func:`ensure_schema`). Each upgrade only adds.
+_UPGRADABLE = ("1", "2", "3", "4")
 
 RUN_STATUSES = ("created", "running", "finished", "failed", "cancelled")
 FINAL_STATUSES = frozenset({"finished", "failed", "cancelled"})
@@ -114,6 +114,9 @@ episodes = sa.Table(
     sa.Column("copy", sa.Integer, nullable=False, server_default="0"),
     # A greedy evaluation episode (evaluate_every) rather than a training one.
     sa.Column("evaluation", sa.Boolean, nullable=False, server_default=sa.false()),
+    # Self-play: the snapshot each self-play agent played with, as {agent: the episode at
+    # which it was taken} (null in an episode without self-play agents).
+    sa.Column("snapshots", sa.JSON),
     sa.Index("ix_episodes_run", "run_id", "environment", "episode"),
 )
 
@@ -192,7 +195,8 @@ def _upgrade(connection: sa.Connection, version: int) -> None:
 
     To 2: the ``copy`` columns (0 for every existing row). To 3: the ``params`` column of runs
     (null for every existing run). To 4: the ``evaluation`` column of episodes (false for every
-    existing episode).
+    existing episode). To 5: the ``snapshots`` column of episodes (null for every existing
+    episode).
     """
     if version < 2:
         for table in (episodes, steps):
@@ -204,6 +208,9 @@ def _upgrade(connection: sa.Connection, version: int) -> None:
     if version < 4:
         connection.execute(sa.text(
             "ALTER TABLE episodes ADD COLUMN evaluation BOOLEAN NOT NULL DEFAULT false"))
+    if version < 5:
+        json_type = episodes.c.snapshots.type.compile(dialect=connection.dialect)
+        connection.execute(sa.text(f"ALTER TABLE episodes ADD COLUMN snapshots {json_type}"))
     connection.execute(sa.update(meta).where(meta.c.key == "schema_version")
                        .values(value=str(SCHEMA_VERSION)))
 

@@ -341,11 +341,13 @@ class StoreWriter(WriterThreadMixin):
         seed: int | None,
         copy: int = 0,
         evaluation: bool = False,
+        snapshots: Mapping[str, int] | None = None,
     ) -> None:
         """Enqueue an episode summary; ``returns`` maps environment agent ids to returns.
 
         ``copy`` is the copy of an environment with ``copies:`` the episode ran in;
-        ``evaluation`` marks a greedy evaluation episode (``evaluate_every``), not a training one.
+        ``evaluation`` marks a greedy evaluation episode (``evaluate_every``), not a training one;
+        ``snapshots`` names the snapshot each self-play agent played with (see ``self_play``).
 
         Never blocks; raises StoreError only if the writer is closed.
         """
@@ -366,6 +368,7 @@ class StoreWriter(WriterThreadMixin):
                     seed,
                     copy,
                     evaluation,
+                    snapshots,
                 ),
             )
         )

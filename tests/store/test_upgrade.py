@@ -1,6 +1,6 @@
-"""A store of schema version 1 (before ``copies:``), 2 (before sweeps) or 3 (before evaluation
-episodes) is upgraded in place by its next writer, keeping every row, and a reader asked to open
-it first says how it gets upgraded."""
+"""A store of schema version 1 (before ``copies:``), 2 (before sweeps), 3 (before evaluation
+episodes) or 4 (before self-play snapshots) is upgraded in place by its next writer, keeping
+every row, and a reader asked to open it first says how it gets upgraded."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from mosaic.store import SCHEMA_VERSION, open_store
 from tests.store.test_writer import make_writer, new_run
 
 #: What each schema version added: (table, column) pairs, dropped to go back below it.
-ADDED_IN = {4: [("episodes", "evaluation")], 3: [("runs", "params")],
+ADDED_IN = {5: [("episodes", "snapshots")], 4: [("episodes", "evaluation")],
+            3: [("runs", "params")],
             2: [("episodes", "copy"), ("steps", "copy")]}
 
 
@@ -28,6 +29,28 @@ def _downgrade(path, version: int) -> None:
                     db.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
         db.commit()
+
+
+def test_a_version_4_store_gets_the_snapshots_column_from_its_next_writer(tmp_path, writers):
+    path = tmp_path / "old.sqlite"
+    writer = make_writer(writers, path)
+    run = new_run(writer)
+    writer.record_episode(run, "env", 0, 1, 0.5, {"p0": 0.5}, True, False, 7, evaluation=True)
+    writer.close(timeout=5)
+    _downgrade(path, 4)
+
+    with pytest.raises(StoreError, match="schema version 4; this mosaic upgrades it"):
+        open_store(path)
+
+    writer = make_writer(writers, path)
+    run = new_run(writer, "second")
+    writer.record_episode(run, "env", 0, 1, 0.5, {"p0": 0.5}, True, False, 8,
+                          snapshots={"past": 50})
+    writer.close(timeout=5)
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("SELECT value FROM meta").fetchone() == (str(SCHEMA_VERSION),)
+        assert db.execute("SELECT seed, evaluation, snapshots FROM episodes ORDER BY id"
+                          ).fetchall() == [(7, 1, None), (8, 0, '{"past": 50}')]
 
 
 def test_a_version_3_store_gets_the_evaluation_column_from_its_next_writer(tmp_path, writers):

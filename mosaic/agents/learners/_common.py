@@ -14,7 +14,8 @@ from mosaic.agents.learners.mlp import MLP
 from mosaic.agents.policies import MLPPolicy, load_policy
 from mosaic.core.errors import MosaicError
 
-__all__ = ["legal_mask", "legal_masks", "load_mlp", "policy_shape", "unwrap"]
+__all__ = ["legal_mask", "legal_masks", "load_mlp", "observation_space", "policy_shape",
+           "unwrap"]
 
 
 def unwrap(observation: Any, legal_actions: Any) -> tuple[Any, Any]:
@@ -24,6 +25,16 @@ def unwrap(observation: Any, legal_actions: Any) -> tuple[Any, Any]:
             legal_actions = observation.get("action_mask")
         observation = observation["observation"]
     return observation, legal_actions
+
+
+def observation_space(space: gymnasium.Space[Any]) -> gymnasium.Space[Any]:
+    """What a learner sees of ``space``: the ``"observation"`` entry of PettingZoo's
+    ``Dict({"observation", "action_mask"})`` (the mask is not an input, it restricts the
+    actions), else ``space`` itself."""
+    if (isinstance(space, gymnasium.spaces.Dict) and "observation" in space.spaces
+            and set(space.spaces) <= {"observation", "action_mask"}):
+        return space.spaces["observation"]
+    return space
 
 
 def legal_mask(legal_actions: Any, n_actions: int) -> np.ndarray | None:
@@ -60,7 +71,7 @@ def policy_shape(slots: Mapping[str, Slot], owner: str) -> tuple[int, int]:
     """(observation size, n_actions) shared by all ``slots``; MosaicError for other spaces."""
     shapes = set()
     for uid, slot in slots.items():
-        obs, act = slot.observation_space, slot.action_space
+        obs, act = observation_space(slot.observation_space), slot.action_space
         if not (isinstance(obs, gymnasium.spaces.Box)
                 and isinstance(act, gymnasium.spaces.Discrete)):
             raise MosaicError(

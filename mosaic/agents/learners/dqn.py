@@ -77,7 +77,11 @@ class DQNMuscle(Muscle):
     :meth:`feedback` one row per completed action, from :meth:`feedback_batch` one row per copy
     that acted. Rewards that arrive while a slot's observation is ``None`` add to its pending
     transition. ``next_masks`` come from a ``{"observation", "action_mask"}`` next observation,
-    and in batches from ``batch.legal_actions``. Updates: ``W0``, ``b0``, ... and ``version``.
+    and in batches from ``batch.legal_actions``. Where masks come only as ``legal_actions``
+    (an environment that gives them in ``info``), the next observation carries none, so a
+    transition that does not end the episode waits for the mask of the slot's next
+    :meth:`act` and goes with the next item :meth:`feedback` returns: the Q-target's maximum
+    is over legal actions either way. Updates: ``W0``, ``b0``, ... and ``version``.
 
     Metrics: ``epsilon``, per training episode as it starts (per copy's episode with copies).
     """
@@ -105,6 +109,12 @@ class DQNMuscle(Muscle):
         self.steps = 0
         # slot -> [observation, action, accumulated reward] of the action awaiting its outcome
         self._pending: dict[str, list[Any]] = {}
+        # Whether act() has been given masks as legal_actions; then transitions whose next
+        # observation carries no mask wait in _awaiting (slot -> row) for the slot's next
+        # act(), and go with the next item feedback() returns (_ready).
+        self._masks_apart = False
+        self._awaiting: dict[str, dict[str, Any]] = {}
+        self._ready: list[dict[str, Any]] = []
         # For copies: slot -> each copy's observation and action awaiting its outcome (waiting).
         self._copy_pending: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
@@ -131,6 +141,7 @@ class DQNMuscle(Muscle):
     def reset(self) -> None:
         """Start an episode: report its epsilon and forget pending actions."""
         self._pending.clear()
+        self._awaiting.clear()
         if self.training:
             self.context.log_metric("epsilon", self.epsilon)
 
@@ -139,6 +150,12 @@ class DQNMuscle(Muscle):
         observation, legal_actions = unwrap(observation, legal_actions)
         x = self._observations(observation, 1)[0]
         mask = legal_mask(legal_actions, self.n_actions)
+        if mask is not None:
+            self._masks_apart = True
+            waiting = self._awaiting.pop(slot, None)
+            if waiting is not None:
+                waiting["next_masks"] = mask[None]
+                self._ready.append(waiting)
         legal = np.arange(self.n_actions) if mask is None else np.flatnonzero(mask)
         if self.training and self.rng.random() < self.epsilon:
             action = int(legal[self.rng.integers(legal.shape[0])])
@@ -152,14 +169,15 @@ class DQNMuscle(Muscle):
 
     def feedback(self, slot: str, reward: float, terminated: bool, truncated: bool,
                  observation: Any) -> dict[str, Any] | None:
-        """The completed transition of ``slot``'s last action as a one-row item, or ``None``
-        (test mode, or no observation yet)."""
+        """The completed transitions as one item: ``slot``'s last action's and those that
+        waited for a mask (see the class docstring); ``None`` when there are none (test mode,
+        no observation yet, or a transition waiting for its mask)."""
         pending = self._pending.get(slot)
         if pending is None:
-            return None
+            return self._flush(None)
         pending[2] += float(reward)
         if observation is None and not (terminated or truncated):
-            return None
+            return self._flush(None)
         del self._pending[slot]
         x, action, total = pending
         next_mask = None
@@ -169,11 +187,29 @@ class DQNMuscle(Muscle):
             next_obs, mask = unwrap(observation, None)
             next_x = self._observations(next_obs, 1)[0]
             next_mask = legal_mask(mask, self.n_actions)
-        return {"observations": x[None], "actions": np.array([action], dtype=np.int64),
-                "rewards": np.array([total]), "next_observations": next_x[None],
-                "terminated": np.array([bool(terminated)]),
-                "truncated": np.array([bool(truncated)]),
-                "next_masks": None if next_mask is None else next_mask[None]}
+        row = {"observations": x[None], "actions": np.array([action], dtype=np.int64),
+               "rewards": np.array([total]), "next_observations": next_x[None],
+               "terminated": np.array([bool(terminated)]),
+               "truncated": np.array([bool(truncated)]),
+               "next_masks": None if next_mask is None else next_mask[None]}
+        if next_mask is None and self._masks_apart and not (terminated or truncated):
+            self._awaiting[slot] = row  # its next act() gives the mask
+            return self._flush(None)
+        return self._flush(row)
+
+    def _flush(self, row: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The transitions that got their mask, then ``row``, as one item (``None``: none)."""
+        if not self._ready:
+            return row
+        rows, self._ready = [*self._ready, *([] if row is None else [row])], []
+        if len(rows) == 1:
+            return rows[0]
+        item = {name: np.concatenate([r[name] for r in rows])
+                for name in rows[0] if name != "next_masks"}
+        item["next_masks"] = np.concatenate([
+            np.ones((1, self.n_actions), bool) if r["next_masks"] is None else r["next_masks"]
+            for r in rows])
+        return item
 
     def act_batch(self, slot: str, batch: Batch) -> np.ndarray:
         """Epsilon-greedy per copy over its legal actions, from one forward pass: int64

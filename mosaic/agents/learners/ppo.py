@@ -22,7 +22,13 @@ import numpy as np
 
 from mosaic.agents.batch import Batch
 from mosaic.agents.context import MuscleContext, Slot
-from mosaic.agents.learners._common import legal_mask, legal_masks, load_mlp, unwrap
+from mosaic.agents.learners._common import (
+    legal_mask,
+    legal_masks,
+    load_mlp,
+    observation_space,
+    unwrap,
+)
 from mosaic.agents.learners.mlp import MLP
 from mosaic.agents.learners.ppo_params import PPOParams, check_ppo_params
 from mosaic.agents.learners.ppo_policy import PolicyHead
@@ -53,7 +59,7 @@ def ppo_spaces(slots: Mapping[str, Slot], owner: str) -> PPOSpaces:
     found = set()
     spaces = None
     for uid, slot in slots.items():
-        obs, act = slot.observation_space, slot.action_space
+        obs, act = observation_space(slot.observation_space), slot.action_space
         if not isinstance(obs, gymnasium.spaces.Box) or not isinstance(
                 act, gymnasium.spaces.Discrete | gymnasium.spaces.Box):
             raise MosaicError(f"{owner} needs a Box observation and a Discrete or Box action "

@@ -19,6 +19,7 @@ from mosaic.agents.brain import Brain
 from mosaic.agents.context import BrainContext, MuscleContext, Slot
 from mosaic.agents.learners._common import legal_mask as _legal_mask
 from mosaic.agents.learners._common import legal_masks as _legal_masks
+from mosaic.agents.learners._common import observation_space
 from mosaic.agents.learners._common import unwrap as _unwrap
 from mosaic.agents.muscle import Muscle
 from mosaic.agents.policies import QTablePolicy, load_policy, save_q_table
@@ -78,7 +79,7 @@ def _table_shape(slots: Mapping[str, Slot], owner: str) -> tuple[int, int]:
     """(n_states, n_actions) shared by all ``slots``; raises MosaicError for other spaces."""
     shapes = set()
     for uid, slot in slots.items():
-        obs, act = slot.observation_space, slot.action_space
+        obs, act = observation_space(slot.observation_space), slot.action_space
         if not (isinstance(obs, gymnasium.spaces.Discrete)
                 and isinstance(act, gymnasium.spaces.Discrete)):
             raise MosaicError(
