@@ -35,7 +35,8 @@ class BrainActor(Component):
     :meth:`~mosaic.agents.Brain.state` is empty saves nothing.
 
     It is set up by the agent conductor, and from then on serves the muscles named in its
-    set-up only.
+    set-up only. Its ``observers`` (the muscles of self-play agents) may ask for its weights
+    (:class:`BrainSyncRequest`) as snapshots; the metrics stay for its own muscles.
 
     Metrics the brain reports (``context.log_metric``) ride on its next answer to any muscle,
     which passes them on to the simulation controller.
@@ -46,6 +47,7 @@ class BrainActor(Component):
         self._brain: Brain | None = None
         self._muscles: set[str] = set()
         self._served: frozenset[str] = frozenset()
+        self._observers: frozenset[str] = frozenset()
         self._save_path: str | None = None
         self._metrics = MetricLog()
 
@@ -73,7 +75,8 @@ class BrainActor(Component):
         self._save_path = None if checkpoints is None else checkpoints.save
         self._brain = brain
         self._muscles = set(request.muscles)
-        self._served = frozenset(request.muscles)
+        self._observers = frozenset(request.observers)
+        self._served = frozenset(request.muscles) | self._observers
         return BrainSetupResponse(self.uid)
 
     def _save(self) -> str:
@@ -90,6 +93,8 @@ class BrainActor(Component):
         if self._brain is None:
             raise MosaicError(f"brain {self.uid!r} was not set up")
         update = self._brain.sync(request.muscle_uid)
+        if request.muscle_uid in self._observers:
+            return MuscleUpdateResponse(update)
         return MuscleUpdateResponse(update, reported(self.uid, self._metrics))
 
     @handles(BrainCheckpointRequest)

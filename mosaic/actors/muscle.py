@@ -7,6 +7,7 @@ from typing import Any
 
 from mosaic.actors.metrics import reported
 from mosaic.actors.slots import slots_from_specs
+from mosaic.actors.snapshots import SnapshotPool
 from mosaic.agents import Muscle, MuscleContext
 from mosaic.agents.batch import Batch
 from mosaic.agents.metrics import MetricLog, PendingMetrics
@@ -60,6 +61,12 @@ class MuscleActor(Component):
     the brain's sync answer and every update the training instance gets. What it returns from
     ``feedback`` is dropped, its episodes count for no checkpoint, and what it reports through
     its context is not recorded.
+
+    Self-play (set up with ``self_play``): the muscle, in ``mode="test"``, plays frozen
+    snapshots of another agent's brain. Before each episode it takes that brain's current
+    weights (:meth:`~mosaic.agents.Brain.sync`) into a :class:`SnapshotPool` when one is due,
+    applies the snapshot the pool draws, and names it in the episode's first answer. It plays
+    evaluation episodes itself, with the snapshot of the episode before.
     """
 
     def __init__(self, uid: str) -> None:
@@ -74,6 +81,8 @@ class MuscleActor(Component):
         self._episodes = 0
         self._metrics = MetricLog()
         self._relayed: PendingMetrics[Metric] = PendingMetrics(f"the brain of muscle {uid!r}")
+        self._pool: SnapshotPool | None = None
+        self._source: RequestClient | None = None
 
     def accepts(self, message: Message, sender: str | None) -> bool:
         if isinstance(message, MuscleSetupRequest):
@@ -99,7 +108,9 @@ class MuscleActor(Component):
         muscle = cls() if not copies or cls.acts_on_batches() else PerCopyMuscles(cls)
         muscle.setup(context)
         self._muscle = muscle
-        if request.evaluate:
+        if request.self_play is not None:
+            self._set_up_self_play(request, copies)
+        elif request.evaluate:
             if copies:
                 raise MosaicError(f"muscle {self.uid!r}: evaluation episodes are not supported "
                                   "with copies")
@@ -123,13 +134,43 @@ class MuscleActor(Component):
                 self._apply(answer.update)
         return MuscleSetupResponse(self.uid)
 
+    def _set_up_self_play(self, request: MuscleSetupRequest, copies: int) -> None:
+        plan = request.self_play
+        if plan is None or not request.snapshot_endpoint:
+            raise MosaicError(f"muscle {self.uid!r}: self-play needs the endpoint of the brain "
+                              "whose snapshots it plays")
+        if copies:
+            raise MosaicError(f"muscle {self.uid!r}: self-play is not supported with copies")
+        self._pool = SnapshotPool(plan, check_seed(request.seed) or 0)
+        self._source = self.connect(request.snapshot_endpoint, peer=f"brain of {plan.of}")
+
+    def _play_snapshot(self, muscle: Muscle) -> int:
+        """Take a snapshot if one is due, draw the one to play this episode with, apply it;
+        return the episode it was taken at."""
+        pool, source = self._pool, self._source
+        if pool is None or source is None:
+            raise MosaicError(f"muscle {self.uid!r} was not set up for self-play")
+        if pool.due(self._episodes):
+            answer = source.request(BrainSyncRequest(self.uid), MuscleUpdateResponse,
+                                    self._brain_timeout, self.check_interrupted)
+            if answer.update is None:
+                raise MosaicError(f"muscle {self.uid!r}: the brain of {pool.plan.of!r} gives no "
+                                  "snapshot to play (its Brain.sync returned None)")
+            pool.add(self._episodes, answer.update)
+        taken, snapshot = pool.draw()
+        muscle.apply_update(snapshot)
+        return taken
+
     @handles(AgentUpdateRequest)
     def _update(self, request: AgentUpdateRequest) -> AgentUpdateResponse:
         muscle = self._muscle
         if muscle is None:
             raise MosaicError(f"muscle {self.uid!r} was not set up")
         observations = request.observations
+        snapshot = None
         if request.step == 0:
+            if self._pool is not None:
+                snapshot = self._play_snapshot(muscle)
             self._episode_starts(1)
             muscle.reset()
         else:
@@ -143,12 +184,13 @@ class MuscleActor(Component):
         legal = request.legal_actions
         actions = {slot: muscle.act(slot, observations[slot], legal.get(slot))
                    for slot in request.acting if slot in self._slots}
-        return AgentUpdateResponse(actions, self._reported())
+        return AgentUpdateResponse(actions, self._reported(), snapshot)
 
     @handles(AgentEvaluateRequest)
     def _evaluate(self, request: AgentEvaluateRequest) -> AgentUpdateResponse:
         """A step of an evaluation episode, played by the greedy instance."""
-        greedy = self._greedy
+        # A self-play muscle acts greedily already: it plays evaluation episodes itself.
+        greedy = self._greedy if self._pool is None else self._muscle
         if greedy is None:
             raise MosaicError(f"muscle {self.uid!r} was not set up for evaluation")
         self._greedy_metrics.take()

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from mosaic.conductors.base import ComponentPlan, Conductor
+from mosaic.conductors.run_context import RunContext
+from mosaic.core.errors import MosaicError
 from mosaic.messages import (
     ActuatorSpec,
     AgentConductorShutdownRequest,
@@ -33,7 +35,17 @@ class AgentConductor(Conductor):
     answers with the muscles' endpoints.
 
     The brain is reachable from other processes whenever one of its muscles runs in one.
+
+    Self-play: an agent with ``self_play`` acts in ``mode="test"`` and its muscles play
+    snapshots of the brain of the agent it names, which must have been set up before it (the
+    conductor remembers each brain's endpoint); that agent's request lists these muscles as
+    its brain's ``observers``.
     """
+
+    def __init__(self, uid: str, ctx: RunContext) -> None:
+        super().__init__(uid, ctx)
+        #: agent uid -> its brain's endpoint, for self-play agents set up later.
+        self._brains: dict[str, str] = {}
 
     @handles(AgentSetupRequest)
     def _setup(self, request: AgentSetupRequest) -> AgentSetupResponse:
@@ -53,15 +65,22 @@ class AgentConductor(Conductor):
             *(ComponentPlan("muscle", muscle_uid, agent.muscle_placement)
               for muscle_uid in request.muscles),
         ])
+        self_play = agent.self_play
+        snapshots = None if self_play is None else self._brains.get(self_play.of)
+        if self_play is not None and snapshots is None:
+            raise MosaicError(f"agent {request.agent_uid!r} plays snapshots of "
+                              f"{self_play.of!r}, whose brain is not set up")
+        mode = request.mode if self_play is None else "test"
         client = self.connect(brain.endpoint, peer=f"brain {brain_uid!r}")
         try:
             client.request(BrainSetupRequest(request.agent_uid, brain_uid, agent.brain,
                                              _unique(sensors), _unique(actuators), request.seed,
-                                             request.mode, tuple(request.muscles),
-                                             agent.checkpoints),
+                                             mode, tuple(request.muscles),
+                                             agent.checkpoints, request.observers),
                            BrainSetupResponse, timeout, check)
         finally:
             self.disconnect(client)
+        self._brains[request.agent_uid] = brain.endpoint
 
         endpoints: dict[str, str] = {}
         # One after another: a muscle's set-up syncs with the brain (Brain.sync), and the
@@ -74,9 +93,10 @@ class AgentConductor(Conductor):
             try:
                 client.request(MuscleSetupRequest(request.agent_uid, muscle_uid, muscle.environment,
                                                   agent.muscle, muscle.sensors, muscle.actuators,
-                                                  muscle.seed, request.mode, brain.endpoint,
+                                                  muscle.seed, mode, brain.endpoint,
                                                   self.ctx.timeouts.step, every,
-                                                  muscle.copies, request.evaluate),
+                                                  muscle.copies, request.evaluate, self_play,
+                                                  snapshots),
                                MuscleSetupResponse, timeout, check)
             finally:
                 self.disconnect(client)

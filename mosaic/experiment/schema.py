@@ -65,6 +65,7 @@ from mosaic.messages.run_config import (
     RecordSteps,
     RunConfig,
     RunTimeouts,
+    SelfPlayPlan,
     TerminationSpec,
     TransportName,
     VectorMode,
@@ -80,6 +81,7 @@ __all__ = [
     "ExperimentFile",
     "MuscleSpec",
     "Placement",
+    "SelfPlayConfig",
     "StoreConfig",
     "SweepPoint",
     "Timeouts",
@@ -329,10 +331,30 @@ class LoadSpec(StrictModel):
     experiment: Uid | None = Field(default=None, description="an experiment uid")
 
 
-class AgentConfig(StrictModel):
-    """One agent: a brain that learns and a muscle that acts."""
+class SelfPlayConfig(StrictModel):
+    """An agent that plays frozen snapshots of another agent's brain (``self_play:``)."""
 
-    expected: ClassVar[str] = "a mapping with at least 'uid' and 'muscle'"
+    expected: ClassVar[str] = ("a mapping with 'of' and 'snapshot_every', and optionally "
+                               "'pool_size', 'sample' and 'latest_share'")
+
+    of: Uid = Field(description="the uid of the agent whose snapshots this one plays")
+    snapshot_every: int = Field(ge=1, description="a whole number >= 1 (episodes)")
+    pool_size: int = Field(default=5, ge=1, description="a whole number >= 1 (snapshots kept)")
+    sample: Literal["latest", "uniform", "mix"] = Field(
+        default="uniform", description="'latest', 'uniform' or 'mix'")
+    latest_share: float = Field(default=0.5, ge=0.0, le=1.0,
+                                description="a number in [0, 1] (with sample: mix)")
+
+
+#: What a self-play agent takes from the agent it plays, and so may not set itself.
+_SELF_PLAY_TAKES = ("brain", "muscle", "params", "placement", "load", "checkpoint_every")
+
+
+class AgentConfig(StrictModel):
+    """One agent: a brain that learns and a muscle that acts; or, with ``self_play``, frozen
+    snapshots of another agent, played by that agent's muscle."""
+
+    expected: ClassVar[str] = "a mapping with at least 'uid' and 'muscle' (or 'self_play')"
 
     uid: Uid = Field(
         description="an agent uid made of letters, digits, '_', '.' and '-', unique among "
@@ -342,16 +364,26 @@ class AgentConfig(StrictModel):
         default_factory=lambda: BrainSpec.model_validate("mosaic.agents:NoOpBrain"),
         description=BrainSpec.expected,
     )
-    muscle: MuscleSpec = Field(description=MuscleSpec.expected)
+    muscle: MuscleSpec | None = Field(default=None, description=MuscleSpec.expected)
     params: Params = Field(default_factory=dict, description="a mapping of parameters")
     placement: AgentPlacement = Field(default=AgentPlacement(), description=AgentPlacement.expected)
     load: LoadSpec | None = Field(default=None, description=LoadSpec.expected)
     checkpoint_every: int = Field(
         default=0, ge=0, description="a whole number >= 0 (episodes; 0: only at phase end)"
     )
+    self_play: SelfPlayConfig | None = Field(default=None, description=SelfPlayConfig.expected)
 
     @model_validator(mode="after")
     def _muscle_params(self) -> AgentConfig:
+        if self.self_play is not None:
+            raise_if_any([
+                Problem((key,), f"a self_play agent takes its {key} from agent "
+                        f"'{self.self_play.of}'", f"remove {key} here")
+                for key in _SELF_PLAY_TAKES if key in self.model_fields_set])
+        elif self.muscle is None:
+            raise_problems(Problem(("muscle",), "missing muscle",
+                                   "give the agent a muscle, or self_play: {of: <agent>, "
+                                   "snapshot_every: N} to play snapshots of another agent"))
         raise_if_any(_muscle_params_problems(self))
         return self
 
@@ -362,6 +394,8 @@ def _muscle_params_problems(agent: AgentConfig) -> list[Problem]:
     The muscle gets the agent's ``params`` with its own over them; each problem is placed where
     its key is written (under ``muscle.params``, unless only the agent's ``params`` has it).
     """
+    if agent.muscle is None:
+        return []  # a self-play agent's muscle is checked where it is the other agent's
     muscle = resolve_class(agent.muscle.class_path, Muscle)  # checked by MuscleSpec already
     model = muscle.params_model() if issubclass(muscle, Muscle) else None
     if model is None:
@@ -708,6 +742,7 @@ def _section_problems(
                         f"a Gymnasium environment has one env agent id, '{GYMNASIUM_AGENT}'",
                     )
                 )
+    problems.extend(_self_play_problems(environments, agents, prefix))
     # An agent left unmapped because of another mapping problem is not worth a second line.
     mapped_cleanly = len(problems) == mapping_problems
     for index, agent_uid in enumerate(agent_uids):
@@ -719,6 +754,33 @@ def _section_problems(
                     "map an env agent id to it in some environment's policy_mapping, or remove it",
                 )
             )
+    return problems
+
+
+def _self_play_problems(
+    environments: Sequence[EnvironmentConfig], agents: Sequence[AgentConfig], prefix: Loc
+) -> list[Problem]:
+    """Each self-play agent plays an agent that learns, in environments without copies."""
+    problems: list[Problem] = []
+    by_uid = {agent.uid: agent for agent in agents}
+    for index, agent in enumerate(agents):
+        if agent.self_play is None:
+            continue
+        loc = (*prefix, "agents", index, "self_play", "of")
+        other = by_uid.get(agent.self_play.of)
+        if other is None:
+            problems.append(Problem(loc, f"no agent has uid '{agent.self_play.of}'",
+                                    _choices_hint(agent.self_play.of, list(by_uid), "agents")))
+        elif other is agent or other.self_play is not None:
+            problems.append(Problem(loc, f"agent '{other.uid}' plays snapshots itself",
+                                    "name an agent with a brain and a muscle"))
+        for env_index, environment in enumerate(environments):
+            mapping = environment.policy_mapping or {}
+            if environment.copies is not None and agent.uid in mapping.values():
+                problems.append(Problem((*prefix, "environments", env_index, "copies"),
+                                        f"self-play agent '{agent.uid}' acts here, and "
+                                        "self-play is not supported with copies",
+                                        "remove copies"))
     return problems
 
 
@@ -923,21 +985,7 @@ class Experiment(ExperimentFile):
                 )
                 for environment in environments
             ),
-            agents=tuple(
-                AgentPlan(
-                    uid=agent.uid,
-                    brain=ComponentSpec(agent.brain.class_path,
-                                        copy.deepcopy({**agent.params, **agent.brain.params})),
-                    muscle=ComponentSpec(agent.muscle.class_path,
-                                         copy.deepcopy({**agent.params, **agent.muscle.params})),
-                    brain_placement=agent.placement.brain or (
-                        "thread" if _learns_nothing(agent.brain.class_path) else placement),
-                    muscle_placement=agent.placement.muscle or placement,
-                    load=None if agent.load is None else LoadRecord(**agent.load.model_dump()),
-                    checkpoint_every=agent.checkpoint_every,
-                )
-                for agent in agents
-            ),
+            agents=tuple(_agent_plan(agent, agents, placement) for agent in agents),
             evaluate_every=evaluate_every,
             evaluate_episodes=evaluate_episodes,
         )
@@ -965,6 +1013,34 @@ def _phase(settings: ExperimentFile, phase_index: int) -> tuple[
     return (name, mode, episodes, max_steps, environments, agents, termination,
             (evaluate_every if mode == "train" else None,
              evaluate_episodes or DEFAULT_EVALUATE_EPISODES))
+
+
+def _agent_plan(agent: AgentConfig, agents: Sequence[AgentConfig],
+                placement: Placement) -> AgentPlan:
+    """The plan of ``agent``; a self-play agent gets the muscle (and its placement) of the
+    agent it plays, and a NoOpBrain in a thread."""
+    if agent.self_play is not None:
+        other = next(a for a in agents if a.uid == agent.self_play.of)  # checked when loaded
+        plan = _agent_plan(other, agents, placement)
+        return AgentPlan(uid=agent.uid,
+                         brain=ComponentSpec("mosaic.agents:NoOpBrain", {}),
+                         muscle=plan.muscle, brain_placement="thread",
+                         muscle_placement=plan.muscle_placement,
+                         self_play=SelfPlayPlan(**agent.self_play.model_dump()))
+    if agent.muscle is None:
+        raise ValueError(f"agent {agent.uid!r} has neither a muscle nor self_play")
+    return AgentPlan(
+        uid=agent.uid,
+        brain=ComponentSpec(agent.brain.class_path,
+                            copy.deepcopy({**agent.params, **agent.brain.params})),
+        muscle=ComponentSpec(agent.muscle.class_path,
+                             copy.deepcopy({**agent.params, **agent.muscle.params})),
+        brain_placement=agent.placement.brain or (
+            "thread" if _learns_nothing(agent.brain.class_path) else placement),
+        muscle_placement=agent.placement.muscle or placement,
+        load=None if agent.load is None else LoadRecord(**agent.load.model_dump()),
+        checkpoint_every=agent.checkpoint_every,
+    )
 
 
 def _run_seed(seed: int, run_index: int) -> int:

@@ -76,6 +76,7 @@ from mosaic.messages.run_config import (
     LoadSpec,
     RunConfig,
     RunTimeouts,
+    SelfPlayPlan,
     TerminationSpec,
 )
 from mosaic.messages.simulation import (
@@ -155,6 +156,7 @@ __all__ = [
     "Response",
     "RunConfig",
     "RunTimeouts",
+    "SelfPlayPlan",
     "SensorSpec",
     "SimulationFinishedNotice",
     "SimulationStartRequest",

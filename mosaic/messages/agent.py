@@ -8,7 +8,7 @@ from typing import Any
 from mosaic.messages._base import Record, Request, Response
 from mosaic.messages.common import ActuatorSpec, SensorSpec
 from mosaic.messages.metric import Metric
-from mosaic.messages.run_config import AgentPlan, CheckpointPaths, ComponentSpec
+from mosaic.messages.run_config import AgentPlan, CheckpointPaths, ComponentSpec, SelfPlayPlan
 
 __all__ = [
     "AgentEvaluateRequest",
@@ -46,7 +46,12 @@ class MusclePlan(Record):
 
 @dataclass(frozen=True, slots=True)
 class AgentSetupRequest(Request):
-    """SimulationController -> AgentConductor: create an agent's brain and ``muscles``."""
+    """SimulationController -> AgentConductor: create an agent's brain and ``muscles``.
+
+    ``observers`` are the muscles of self-play agents that may ask this agent's brain for
+    snapshots (:class:`BrainSyncRequest`). A self-play agent is set up after the agent it
+    plays, whose brain the conductor then knows.
+    """
 
     run_uid: str
     agent_uid: str
@@ -55,6 +60,7 @@ class AgentSetupRequest(Request):
     seed: int
     mode: str
     evaluate: bool = False
+    observers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +76,9 @@ class BrainSetupRequest(Request):
     """AgentConductor -> brain actor: build the brain that serves ``muscles``.
 
     ``checkpoints`` says where the brain saves its state at the end of the phase, and what it
-    loads before it starts (``None``: neither).
+    loads before it starts (``None``: neither). ``observers`` (muscles of self-play agents) may
+    ask it for snapshots (:class:`BrainSyncRequest`) but are not served: the brain stops once
+    ``muscles`` have shut down.
     """
 
     agent_uid: str
@@ -82,6 +90,7 @@ class BrainSetupRequest(Request):
     mode: str
     muscles: tuple[str, ...]
     checkpoints: CheckpointPaths | None = None
+    observers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +109,9 @@ class MuscleSetupRequest(Request):
     the muscle acts in the N copies of a vector environment, one batch per step. With
     ``evaluate`` the muscle also keeps a greedy instance (``mode="test"``, a seed of its own)
     for :class:`AgentEvaluateRequest`, given every update the training instance is given.
+    With ``self_play`` the muscle plays snapshots of the brain at ``snapshot_endpoint`` (see
+    :class:`~mosaic.messages.SelfPlayPlan`) and says in its first answer of each episode which
+    one (:attr:`AgentUpdateResponse.snapshot`).
     """
 
     agent_uid: str
@@ -115,6 +127,8 @@ class MuscleSetupRequest(Request):
     checkpoint_every: int = 0
     copies: int = 0
     evaluate: bool = False
+    self_play: SelfPlayPlan | None = None
+    snapshot_endpoint: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,10 +172,13 @@ class AgentUpdateResponse(Response):
     """Muscle actor -> SimulationController (hot path): one action per acting slot.
 
     ``metrics``: what the muscle, and its brain through it, reported since its last answer.
+    ``snapshot``: at an episode's first step, the snapshot a self-play muscle plays it with
+    (the episode at which it was taken); ``None`` otherwise.
     """
 
     actions: dict[str, Any]
     metrics: tuple[Metric, ...] | None = None
+    snapshot: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

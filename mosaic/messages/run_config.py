@@ -25,6 +25,7 @@ __all__ = [
     "RecordSteps",
     "RunConfig",
     "RunTimeouts",
+    "SelfPlayPlan",
     "TerminationSpec",
     "TransportName",
 ]
@@ -99,10 +100,27 @@ class EnvironmentPlan(Record):
 
 
 @dataclass(frozen=True, slots=True)
+class SelfPlayPlan(Record):
+    """An agent that plays frozen snapshots of agent ``of``: every ``snapshot_every`` of its
+    episodes (the first included) it takes ``of``'s brain's current weights (``Brain.sync``)
+    into a pool of the last ``pool_size``, and each episode it plays one drawn by ``sample``:
+    ``latest``, ``uniform`` over the pool, or ``mix`` (the latest with probability
+    ``latest_share``, else uniform over the pool)."""
+
+    of: str
+    snapshot_every: int
+    pool_size: int
+    sample: str = "uniform"
+    latest_share: float = 0.5
+
+
+@dataclass(frozen=True, slots=True)
 class AgentPlan(Record):
     """One agent of a run: its brain and muscle, where each runs, and its checkpoints.
 
     ``checkpoints`` is set by the executor before the run starts (``None`` until then).
+    A self-play agent (``self_play``) has ``of``'s muscle, placed as ``of``'s, acting in
+    ``mode: test``, and a NoOpBrain.
     """
 
     uid: str
@@ -113,6 +131,7 @@ class AgentPlan(Record):
     load: LoadSpec | None = None
     checkpoint_every: int = 0
     checkpoints: CheckpointPaths | None = None
+    self_play: SelfPlayPlan | None = None
 
     def acts_in(self, environment: EnvironmentPlan, agent_count: int) -> bool:
         """True if this agent acts in ``environment`` (of a run with ``agent_count`` agents)."""
@@ -206,6 +225,8 @@ def _agent_dict(agent: AgentPlan) -> dict[str, Any]:
         "load": _plain(agent.load),
         "checkpoint_every": agent.checkpoint_every,
     }
+    if agent.self_play is not None:
+        plain["self_play"] = _plain(agent.self_play)
     if agent.checkpoints is not None:
         plain["checkpoint"] = _plain(agent.checkpoints)
     return plain

@@ -114,6 +114,8 @@ class _EnvironmentLoop:
     observations: dict[str, Any] = field(default_factory=dict)
     actions: dict[str, Any] = field(default_factory=dict)
     returns: dict[str, float] = field(default_factory=dict)
+    #: self-play agent -> the snapshot it plays this episode with (the episode it was taken at).
+    snapshots: dict[str, int] = field(default_factory=dict)
     #: slot -> [step, observation, action, reward so far] of its last action, until the outcome
     #: goes back to its muscle: when the slot acts again or the episode ends.
     outstanding: dict[str, list[Any]] = field(default_factory=dict)
@@ -279,22 +281,37 @@ class SimulationController(Component):
 
         plans = [self._muscle_plans(agent.uid, agent_index)
                  for agent_index, agent in enumerate(config.agents)]
-        setting_up = [(muscles, agent_conductor.send(
-            AgentSetupRequest(ctx.run_uid, agent.uid, agent, muscles,
-                              brain_seed(seed, agent_index), config.mode,
-                              config.evaluate_every is not None)))
-            for agent_index, (agent, muscles) in enumerate(zip(config.agents, plans,
-                                                               strict=True))]
-        for agent, (muscles, correlation_id) in zip(config.agents, setting_up, strict=True):
-            answer = agent_conductor.receive(correlation_id, timeout * (2 + len(muscles)),
-                                             AgentSetupResponse, check)
-            for muscle_uid, endpoint in answer.muscle_endpoints.items():
-                loop = next(lp for lp in self._loops if lp.uid == muscles[muscle_uid].environment)
-                sensed = frozenset(s.uid for s in muscles[muscle_uid].sensors)
-                loop.muscles.append(_MuscleLink(
-                    muscle_uid, agent.uid,
-                    self.connect(endpoint, peer=f"muscle {muscle_uid!r}"), sensed))
+        observers: dict[str, list[str]] = {}
+        for agent, muscles in zip(config.agents, plans, strict=True):
+            if agent.self_play is not None:
+                observers.setdefault(agent.self_play.of, []).extend(muscles)
+        # Self-play agents after the others: their muscles connect to the brain they play.
+        for stage in (False, True):
+            setting_up = [(agent, muscles, agent_conductor.send(
+                AgentSetupRequest(ctx.run_uid, agent.uid, agent, muscles,
+                                  brain_seed(seed, agent_index), config.mode,
+                                  config.evaluate_every is not None,
+                                  tuple(observers.get(agent.uid, ())))))
+                for agent_index, (agent, muscles) in enumerate(zip(config.agents, plans,
+                                                                   strict=True))
+                if (agent.self_play is not None) == stage]
+            for agent, muscles, correlation_id in setting_up:
+                answer = agent_conductor.receive(correlation_id, timeout * (2 + len(muscles)),
+                                                 AgentSetupResponse, check)
+                self._link_muscles(agent.uid, muscles, answer)
+        # The muscles of each environment in the file's order of agents, whatever the stages.
+        order = {agent.uid: index for index, agent in enumerate(config.agents)}
+        for loop in self._loops:
+            loop.muscles.sort(key=lambda link: order[link.agent])
         self.ctx.progress.episodes_total = self._episodes * len(self._loops)
+
+    def _link_muscles(self, agent: str, muscles: dict[str, MusclePlan],
+                      answer: AgentSetupResponse) -> None:
+        for muscle_uid, endpoint in answer.muscle_endpoints.items():
+            loop = next(lp for lp in self._loops if lp.uid == muscles[muscle_uid].environment)
+            sensed = frozenset(s.uid for s in muscles[muscle_uid].sensors)
+            loop.muscles.append(_MuscleLink(
+                muscle_uid, agent, self.connect(endpoint, peer=f"muscle {muscle_uid!r}"), sensed))
 
     def _muscle_plans(self, agent_uid: str, agent_index: int) -> dict[str, MusclePlan]:
         """The agent's muscles: one per environment where the policy mapping gives it slots."""
@@ -475,6 +492,7 @@ class SimulationController(Component):
         loop.step = 0
         loop.returns = {}
         loop.outstanding = {}
+        loop.snapshots = {}
         loop.observations = dict(reset.observations)
         loop.actions = self._agents_update(loop, 0, reset.observations, {}, False, False,
                                            reset.acting, reset.legal_actions,
@@ -560,6 +578,8 @@ class SimulationController(Component):
             answer = links[0].client.request(request, AgentUpdateResponse, timeout, check)
             if answer.metrics:
                 self._reported.append((links[0].agent, answer.metrics))
+            if answer.snapshot is not None:
+                loop.snapshots[links[0].agent] = answer.snapshot
             return answer.actions
         # Several muscles: ask all first, then collect, so they work in parallel.
         everyone = step == 0 or terminated or truncated
@@ -580,6 +600,8 @@ class SimulationController(Component):
             actions.update(answer.actions)
             if answer.metrics:
                 self._reported.append((link.agent, answer.metrics))
+            if answer.snapshot is not None:
+                loop.snapshots[link.agent] = answer.snapshot
         return actions
 
     def _end_episode(self, loop: _EnvironmentLoop, terminated: bool, truncated: bool) -> None:
@@ -593,7 +615,7 @@ class SimulationController(Component):
         if loop.record_episodes and self.ctx.store is not None:
             self.ctx.store.record_episode(self.ctx.run_id, loop.uid, loop.episode, loop.step, total,
                                           dict(loop.returns), terminated, truncated,
-                                          loop.episode_seed)
+                                          loop.episode_seed, snapshots=loop.snapshots or None)
         loop.episode += 1
         loop.needs_reset = True
         done = loop.episode >= self._episodes
@@ -617,7 +639,8 @@ class SimulationController(Component):
             self.ctx.store.record_episode(self.ctx.run_id, loop.uid, loop.evaluations_done,
                                           loop.step, sum(loop.returns.values()),
                                           dict(loop.returns), terminated, truncated,
-                                          loop.episode_seed, evaluation=True)
+                                          loop.episode_seed, evaluation=True,
+                                          snapshots=loop.snapshots or None)
         loop.evaluations_done += 1
         loop.evaluating -= 1
         loop.needs_reset = True

@@ -100,7 +100,7 @@ def test_tabular_q_takes_a_dict_with_a_discrete_observation_and_refuses_a_board(
     game = spaces.Dict({"observation": spaces.Discrete(5),
                         "action_mask": spaces.Box(0, 1, (3,), np.int8)})
     slots = {"player_0": Slot("player_0", game, spaces.Discrete(3))}
-    brain, muscle = set_up(TabularQBrain, TabularQMuscle, slots, {"epsilon": 1.0})
+    _, muscle = set_up(TabularQBrain, TabularQMuscle, slots, {"epsilon": 1.0})
     mask = np.array([0, 1, 0], np.int8)
     for _ in range(20):
         assert muscle.act("player_0", {"observation": np.int64(2), "action_mask": mask}) == 1
