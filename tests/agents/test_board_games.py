@@ -139,6 +139,34 @@ def test_dqn_targets_the_legal_next_moves_when_masks_come_as_legal_actions_only(
     DQNBrain.learn(set_up(DQNBrain, DQNMuscle, slots, {})[0], "a@env", item)
 
 
+def test_dqn_learns_from_the_end_of_a_game_whose_final_mask_allows_nothing() -> None:
+    adapter = AECAdapter(tictactoe_v3.env())
+    try:
+        slots = game_slots(adapter)
+        brain, muscle = set_up(DQNBrain, DQNMuscle, slots, {"learning_starts": 1,
+                                                            "batch_size": 4})
+        items = []
+        for game in range(3):
+            outcome = adapter.reset(game)
+            muscle.reset()
+            while True:
+                for slot, reward in outcome.rewards.items():
+                    done = not outcome.acting
+                    item = muscle.feedback(slot, reward, done, False,
+                                           outcome.observations.get(slot))
+                    if item is not None:
+                        items.append(item)
+                        brain.learn("a@env", item)
+                if not outcome.acting:
+                    break
+                (slot,) = outcome.acting
+                outcome = adapter.step({slot: muscle.act(slot, outcome.observations[slot],
+                                                         outcome.legal_actions[slot])})
+        assert any(item["terminated"].any() for item in items)
+    finally:
+        adapter.close()
+
+
 def test_dqn_without_masks_sends_each_transition_at_once() -> None:
     box = spaces.Box(0, 1, (2,), np.float64)
     slots = {"p": Slot("p", box, spaces.Discrete(3))}

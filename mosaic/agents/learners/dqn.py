@@ -51,6 +51,14 @@ def _spaces(slots: Mapping[str, Slot], owner: str) -> tuple[int, int]:
     return policy_shape(slots, owner)
 
 
+def _next_mask(legal_actions: Any, n_actions: int) -> np.ndarray | None:
+    """The legal actions after a transition; ``None`` (all) also where a game is over and its
+    mask allows none: a terminal transition does not bootstrap."""
+    if legal_actions is None or not np.asarray(legal_actions).any():
+        return None
+    return legal_mask(legal_actions, n_actions)
+
+
 def _params(params: Mapping[str, Any], owner: str) -> DQNParams:
     from mosaic.agents.learners.dqn_params import check_params
 
@@ -186,7 +194,7 @@ class DQNMuscle(Muscle):
         else:
             next_obs, mask = unwrap(observation, None)
             next_x = self._observations(next_obs, 1)[0]
-            next_mask = legal_mask(mask, self.n_actions)
+            next_mask = _next_mask(mask, self.n_actions)
         row = {"observations": x[None], "actions": np.array([action], dtype=np.int64),
                "rewards": np.array([total]), "next_observations": next_x[None],
                "terminated": np.array([bool(terminated)]),
@@ -258,7 +266,7 @@ class DQNMuscle(Muscle):
             final_obs, final_mask = unwrap(final, None)
             next_x[copy] = self._observations(final_obs, 1)[0]
             if masks is not None:  # the new episode's mask is not the final observation's
-                mask = legal_mask(final_mask, self.n_actions)
+                mask = _next_mask(final_mask, self.n_actions)
                 masks[copy] = True if mask is None else mask
         waiting[rows] = False
         return [{"observations": x[rows], "actions": actions[rows],
