@@ -116,7 +116,7 @@ episodes = sa.Table(
     sa.Column("evaluation", sa.Boolean, nullable=False, server_default=sa.false()),
     # Self-play: the snapshot each self-play agent played with, as {agent: the episode at
     # which it was taken} (null in an episode without self-play agents).
-    sa.Column("snapshots", sa.JSON),
+    sa.Column("snapshots", sa.JSON(none_as_null=True)),
     sa.Index("ix_episodes_run", "run_id", "environment", "episode"),
 )
 
