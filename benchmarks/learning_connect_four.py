@@ -56,9 +56,8 @@ def outcomes(store: Path, phase: str) -> tuple[float, float, float, int, int]:
         returns = [json.loads(text)[LEARNER_SEAT] for (text,) in db.execute(
             "SELECT returns FROM episodes WHERE run_id = ? AND evaluation = 0", (run_id,))]
     n = len(returns)
-    wins = sum(r > 0 for r in returns) / n
-    losses = sum(r < 0 for r in returns) / n
-    return wins, losses, 1.0 - wins - losses, n, int(steps)
+    wins, losses = sum(r > 0 for r in returns), sum(r < 0 for r in returns)
+    return wins / n, losses / n, (n - wins - losses) / n, n, int(steps)
 
 
 def with_seed(text: str, seed: int) -> str:
@@ -98,7 +97,7 @@ def main() -> int:
             baseline_rates.append(baseline)
             times.append(seconds)
             print(f"  seed {seed}: greedy test win rate {wins:.3f} (loss {losses:.3f}, draw "
-                  f"{draws:.3f}, {n} games); training {train_steps} steps; {seconds:.1f} s wall "
+                  f"{draws:.3f}, {n} games); training {train_steps} env steps; {seconds:.1f} s wall "
                   f"(train and test); random learner's win rate {baseline:.3f} "
                   f"({wins / baseline:.2f}x)")
             if wins < args.target:

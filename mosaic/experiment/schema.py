@@ -354,7 +354,7 @@ class AgentConfig(StrictModel):
     """One agent: a brain that learns and a muscle that acts; or, with ``self_play``, frozen
     snapshots of another agent, played by that agent's muscle."""
 
-    expected: ClassVar[str] = "a mapping with at least 'uid' and 'muscle' (or 'self_play')"
+    expected: ClassVar[str] = "a mapping with at least 'uid' and 'muscle'"
 
     uid: Uid = Field(
         description="an agent uid made of letters, digits, '_', '.' and '-', unique among "
@@ -381,8 +381,9 @@ class AgentConfig(StrictModel):
                         f"'{self.self_play.of}'", f"remove {key} here")
                 for key in _SELF_PLAY_TAKES if key in self.model_fields_set])
         elif self.muscle is None:
-            raise_problems(Problem(("muscle",), "missing muscle",
-                                   "give the agent a muscle, or self_play: {of: <agent>, "
+            raise_problems(Problem(("muscle",), "required key is missing; expected "
+                                   f"{MuscleSpec.expected}",
+                                   "or give the agent self_play: {of: <agent>, "
                                    "snapshot_every: N} to play snapshots of another agent"))
         raise_if_any(_muscle_params_problems(self))
         return self

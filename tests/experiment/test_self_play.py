@@ -77,4 +77,5 @@ def test_it_takes_its_muscle_from_the_other_agent_and_needs_one_without_self_pla
     assert problems(tmp_path, text) == [
         ("agents[1].muscle", "a self_play agent takes its muscle from agent 'learner'")]
     text = GAME.replace("    self_play: {of: learner, snapshot_every: 10}\n", "")
-    assert problems(tmp_path, text) == [("agents[1].muscle", "missing muscle")]
+    [(location, message)] = problems(tmp_path, text)
+    assert location == "agents[1].muscle" and message.startswith("required key is missing")

@@ -11,6 +11,9 @@
 * :class:`Harness`: drives a brain and its muscle on a Gymnasium env in this process, in mosaic's
   call order, for tests and debugging; real runs go through ``mosaic experiment-start``.
 
+Each takes PettingZoo's ``{"observation", "action_mask"}`` observations as they are and plays
+only the legal actions (connect_four_v3, tictactoe_v3, ...).
+
 Name them in an experiment file as ``mosaic.agents.learners:TabularQBrain`` and so on. Each
 brain's ``greedy_checkpoint(path)`` writes the :mod:`mosaic.agents.policies` format that the
 RL worker plays.
