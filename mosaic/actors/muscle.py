@@ -83,6 +83,7 @@ class MuscleActor(Component):
         self._relayed: PendingMetrics[Metric] = PendingMetrics(f"the brain of muscle {uid!r}")
         self._pool: SnapshotPool | None = None
         self._source: RequestClient | None = None
+        self._playing: int | None = None  # the snapshot of the episode under way
 
     def accepts(self, message: Message, sender: str | None) -> bool:
         if isinstance(message, MuscleSetupRequest):
@@ -159,6 +160,7 @@ class MuscleActor(Component):
             pool.add(self._episodes, answer.update)
         taken, snapshot = pool.draw()
         muscle.apply_update(snapshot)
+        self._playing = taken
         return taken
 
     @handles(AgentUpdateRequest)
@@ -195,7 +197,9 @@ class MuscleActor(Component):
             raise MosaicError(f"muscle {self.uid!r} was not set up for evaluation")
         self._greedy_metrics.take()
         observations = request.observations
+        snapshot = None
         if request.step == 0:
+            snapshot = self._playing
             greedy.reset()
         else:
             # Evaluation teaches nothing: what feedback returns goes nowhere.
@@ -207,7 +211,7 @@ class MuscleActor(Component):
         legal = request.legal_actions
         actions = {slot: greedy.act(slot, observations[slot], legal.get(slot))
                    for slot in request.acting if slot in self._slots}
-        return AgentUpdateResponse(actions, self._reported())
+        return AgentUpdateResponse(actions, self._reported(), snapshot)
 
     @handles(AgentBatchRequest)
     def _batch(self, request: AgentBatchRequest) -> AgentBatchResponse:

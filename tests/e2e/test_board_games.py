@@ -92,7 +92,9 @@ def test_self_play_records_the_snapshot_of_every_episode_alike_in_threads_and_pr
     base = edited(SELFPLAY_EXAMPLE.read_text(), ("episodes: 1000", f"episodes: {episodes}"),
                   ("episodes: 200", "episodes: 20"),
                   ("snapshot_every: 50", f"snapshot_every: {every}"),
-                  ("pool_size: 5", f"pool_size: {pool}"))
+                  ("pool_size: 5", f"pool_size: {pool}"),
+                  ("\nplacement: thread\n", "\nplacement: thread\nevaluate_every: 50\n"
+                                             "evaluate_episodes: 2\n"))
     seen = {}
     for placement in ("thread", "process"):
         text = edited(base, ("\nplacement: thread\n", f"\nplacement: {placement}\n"))
@@ -103,7 +105,7 @@ def test_self_play_records_the_snapshot_of_every_episode_alike_in_threads_and_pr
         assert result.returncode == 0, result.stderr
         (train, _), (test, _) = query(store, "SELECT id, status FROM runs ORDER BY id")
         rows = query(store, "SELECT episode, snapshots FROM episodes WHERE run_id = ? "
-                            "ORDER BY episode", train)
+                            "AND NOT evaluation ORDER BY episode", train)
         assert [episode for episode, _ in rows] == list(range(episodes))
         played = {episode: json.loads(snapshots)["past"] for episode, snapshots in rows}
         for episode, taken in played.items():
@@ -115,6 +117,11 @@ def test_self_play_records_the_snapshot_of_every_episode_alike_in_threads_and_pr
         newest_played = sum(taken == episode // every * every for episode, taken in
                             played.items() if episode >= every * pool)
         assert 0 < newest_played < episodes - every * pool
+        # Evaluation episodes play the snapshot of the training episode before them.
+        evaluated = query(store, "SELECT episode, snapshots FROM episodes WHERE run_id = ? "
+                                 "AND evaluation ORDER BY episode", train)
+        assert [json.loads(snapshots)["past"] for _, snapshots in evaluated] == [
+            played[49], played[49], played[99], played[99]]
         assert query(store, "SELECT COUNT(*), COUNT(snapshots) FROM episodes WHERE run_id = ?",
                      test) == [(20, 0)]
         seen[placement] = (query(store, "SELECT digest FROM runs ORDER BY id"), played)
