@@ -97,8 +97,8 @@ def main() -> int:
             baseline_rates.append(baseline)
             times.append(seconds)
             print(f"  seed {seed}: greedy test win rate {wins:.3f} (loss {losses:.3f}, draw "
-                  f"{draws:.3f}, {n} games); training {train_steps} env steps; {seconds:.1f} s wall "
-                  f"(train and test); random learner's win rate {baseline:.3f} "
+                  f"{draws:.3f}, {n} games); training {train_steps} env steps; "
+                  f"{seconds:.1f} s wall (train and test); random learner's win rate {baseline:.3f} "
                   f"({wins / baseline:.2f}x)")
             if wins < args.target:
                 missed.append(seed)
