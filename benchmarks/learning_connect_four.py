@@ -98,8 +98,8 @@ def main() -> int:
             times.append(seconds)
             print(f"  seed {seed}: greedy test win rate {wins:.3f} (loss {losses:.3f}, draw "
                   f"{draws:.3f}, {n} games); training {train_steps} env steps; "
-                  f"{seconds:.1f} s wall (train and test); random learner's win rate {baseline:.3f} "
-                  f"({wins / baseline:.2f}x)")
+                  f"{seconds:.1f} s wall (train and test); random learner's win rate "
+                  f"{baseline:.3f} ({wins / baseline:.2f}x)")
             if wins < args.target:
                 missed.append(seed)
     print(f"  median win rate {statistics.median(rates):.3f} against {args.target} "
