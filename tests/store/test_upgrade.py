@@ -31,47 +31,32 @@ def _downgrade(path, version: int) -> None:
         db.commit()
 
 
-def test_a_version_4_store_gets_the_snapshots_column_from_its_next_writer(tmp_path, writers):
-    path = tmp_path / "old.sqlite"
-    writer = make_writer(writers, path)
-    run = new_run(writer)
-    writer.record_episode(run, "env", 0, 1, 0.5, {"p0": 0.5}, True, False, 7, evaluation=True)
-    writer.close(timeout=5)
-    _downgrade(path, 4)
-
-    with pytest.raises(StoreError, match="schema version 4; this mosaic upgrades it"):
-        open_store(path)
-
-    writer = make_writer(writers, path)
-    run = new_run(writer, "second")
-    writer.record_episode(run, "env", 0, 1, 0.5, {"p0": 0.5}, True, False, 8,
-                          snapshots={"past": 50})
-    writer.close(timeout=5)
-    with closing(sqlite3.connect(path)) as db:
-        assert db.execute("SELECT value FROM meta").fetchone() == (str(SCHEMA_VERSION),)
-        assert db.execute("SELECT seed, evaluation, snapshots FROM episodes ORDER BY id"
-                          ).fetchall() == [(7, 1, None), (8, 0, '{"past": 50}')]
-
-
-def test_a_version_3_store_gets_the_evaluation_column_from_its_next_writer(tmp_path, writers):
+@pytest.mark.parametrize(("version", "column", "recorded", "expected"), [
+    # Version 4 lacked the snapshots of self-play (null for the older rows).
+    (4, "snapshots", {"snapshots": {"past": 50}}, [(7, None), (8, '{"past": 50}')]),
+    # Version 3 lacked evaluation episodes (false for the older rows).
+    (3, "evaluation", {"evaluation": True}, [(7, 0), (8, 1)]),
+])
+def test_a_store_gets_the_episodes_column_its_version_lacked_from_its_next_writer(
+        tmp_path, writers, version: int, column: str, recorded: dict, expected: list) -> None:
     path = tmp_path / "old.sqlite"
     writer = make_writer(writers, path)
     run = new_run(writer)
     writer.record_episode(run, "env", 0, 1, 0.5, {"p0": 0.5}, True, False, 7)
     writer.close(timeout=5)
-    _downgrade(path, 3)
+    _downgrade(path, version)
 
-    with pytest.raises(StoreError, match="schema version 3; this mosaic upgrades it"):
+    with pytest.raises(StoreError, match=f"schema version {version}; this mosaic upgrades it"):
         open_store(path)
 
     writer = make_writer(writers, path)
     run = new_run(writer, "second")
-    writer.record_episode(run, "env", 0, 1, 0.5, {"p0": 0.5}, True, False, 8, evaluation=True)
+    writer.record_episode(run, "env", 0, 1, 0.5, {"p0": 0.5}, True, False, 8, **recorded)
     writer.close(timeout=5)
     with closing(sqlite3.connect(path)) as db:
         assert db.execute("SELECT value FROM meta").fetchone() == (str(SCHEMA_VERSION),)
-        assert db.execute("SELECT seed, evaluation FROM episodes ORDER BY id").fetchall() == [
-            (7, 0), (8, 1)]
+        assert db.execute(f"SELECT seed, {column} FROM episodes ORDER BY id").fetchall() == (
+            expected)
 
 
 def test_a_version_2_store_gets_the_params_column_from_its_next_writer(tmp_path, writers):
