@@ -14,13 +14,17 @@ MOSAIC's operator protocol, with four tightenings:
   ``{"mode": "ansi", "text": ...}``.
 
 Commands: ``reset`` (``seed``), ``step``, ``stop``, ``ping``, ``init_agent`` (``player_id``,
-optional ``env_name``, ``task``, ``settings``), ``select_action`` (``observation``, optional
-``legal_actions`` or ``action_mask``, ``player_id``, ``info``). ``info`` is the driver's own
-context; mosaic's built-in workers accept it and do not use it.
+optional ``env_name``, ``task``, ``game_name`` (MOSAIC's name for the game), ``settings``),
+``select_action`` (``observation``, optional ``legal_actions`` or ``action_mask``,
+``player_id``, ``info``). ``info`` is the driver's own context; mosaic's built-in workers accept
+it and do not use it.
 
 Replies: ``ready``, ``step``, ``episode_end``, ``agent_ready``, ``action_selected``, ``pong``,
 ``stopped``, ``error``. Their required fields are in :data:`RESPONSE_FIELDS`; a reply may carry
 more fields (for example ``tokens`` and ``llm_error`` from the LLM worker), which are passed on.
+
+MOSAIC's own workers speak a looser dialect of this protocol (no ids, unsolicited lines, two
+episode-end spellings); :mod:`mosaic.operators.dialect` reads and writes it.
 
 Only JSON is ever decoded; nothing on the wire can execute code.
 Why one file of this length: it is the whole wire contract, every command and reply with its
@@ -62,6 +66,7 @@ __all__ = [
     "ProtocolError",
     "UnknownCommand",
     "ansi_payload",
+    "decode_object",
     "encode_line",
     "encode_png",
     "legal_from_mask",
@@ -69,6 +74,7 @@ __all__ = [
     "parse_response",
     "rgb_payload",
     "to_jsonable",
+    "validate_response",
 ]
 
 #: The launcher puts its own pid in this variable of a worker's environment, so that a worker can
@@ -165,7 +171,12 @@ def encode_line(obj: Mapping[str, Any]) -> bytes:
 # --- decoding and validation ----------------------------------------------------------------------
 
 
-def _decode(line: bytes | str) -> dict[str, Any]:
+def decode_object(line: bytes | str) -> dict[str, Any]:
+    """One line decoded as a JSON object, not yet checked against any message type.
+
+    Raises :class:`ProtocolError` for a line over :data:`MAX_LINE_BYTES`, bad UTF-8, bad JSON
+    or JSON that is not an object.
+    """
     if isinstance(line, bytes):
         if len(line) > MAX_LINE_BYTES:
             raise ProtocolError(f"line of {len(line)} bytes exceeds {MAX_LINE_BYTES}")
@@ -243,7 +254,7 @@ COMMAND_FIELDS: dict[str, tuple[_Spec, _Spec]] = {
     CMD_INIT_AGENT: (
         {"player_id": _is_str},
         {"env_name": _optional(_is_str), "task": _optional(_is_str),
-         "settings": _optional(_is_dict)},
+         "game_name": _optional(_is_str), "settings": _optional(_is_dict)},
     ),
     CMD_SELECT_ACTION: (
         {"observation": _is_any},
@@ -311,7 +322,7 @@ def parse_command(line: bytes | str) -> dict[str, Any]:
     :class:`ProtocolError` for anything else that is not a valid command (bad JSON, missing or
     mistyped fields). Unknown extra fields are allowed and ignored.
     """
-    obj = _decode(line)
+    obj = decode_object(line)
     cmd = obj.get("cmd")
     if not isinstance(cmd, str):
         raise ProtocolError("a command needs a string field 'cmd'")
@@ -333,7 +344,11 @@ def parse_response(line: bytes | str) -> dict[str, Any]:
     Raises :class:`ProtocolError` for bad JSON, an unknown ``type``, or missing or mistyped
     required fields. ``step_index`` must be >= 0. Extra fields are kept.
     """
-    obj = _decode(line)
+    return validate_response(decode_object(line))
+
+
+def validate_response(obj: dict[str, Any]) -> dict[str, Any]:
+    """Check a decoded reply as :func:`parse_response` does; returns ``obj``."""
     kind = obj.get("type")
     if not isinstance(kind, str):
         raise ProtocolError("a reply needs a string field 'type'")

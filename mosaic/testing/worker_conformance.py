@@ -7,7 +7,14 @@ Run any worker, built-in or third-party, against a list of named checks::
 
 or from pytest with :func:`assert_conformant`, or from a shell::
 
-    python -m mosaic.testing.worker_conformance [--agent] [--timeout S] -- python -m my_worker ...
+    python -m mosaic.testing.worker_conformance [--agent] [--dialect mosaic] -- python -m my_worker
+
+``dialect="mosaic"`` certifies a worker written for MOSAIC (:mod:`mosaic.operators.dialect`):
+replies are matched by order instead of by id, unsolicited ``init`` lines are allowed, either
+episode-end spelling and ``step_index`` counted from 0 or 1 pass, ``ready`` and ``step`` must
+carry ``episode_index`` and ``step_index``, and the worker is probed with ``reset`` (or
+``init_agent``) rather than ``ping``, which MOSAIC's workers do not know. The default,
+``"native"``, holds a worker to mosaic's protocol and fails each of those looser habits.
 
 ``env_mode="gym"`` is for workers that own a Gymnasium environment (``reset``/``step``);
 ``env_mode="agent"`` is for workers driven with ``init_agent``/``select_action``. The checker
@@ -32,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mosaic.core.errors import MosaicError, WorkerError
+from mosaic.operators import dialect as d
 from mosaic.operators import protocol as p
 from mosaic.operators.driver.handle import OperatorProcessHandle
 from mosaic.operators.driver.launcher import OperatorLauncher
@@ -56,6 +64,7 @@ class ConformanceReport:
 
     argv: list[str]
     env_mode: str
+    dialect: str = d.NATIVE
     checks: list[CheckResult] = field(default_factory=list)
 
     @property
@@ -75,7 +84,8 @@ class ConformanceReport:
         raise KeyError(name)
 
     def __str__(self) -> str:
-        lines = [f"worker conformance ({self.env_mode} mode): {' '.join(self.argv)}"]
+        lines = [f"worker conformance ({self.env_mode} mode, {self.dialect} dialect): "
+                 f"{' '.join(self.argv)}"]
         for c in self.checks:
             mark = {True: "PASS", False: "FAIL", None: "SKIP"}[c.passed]
             lines.append(f"  {mark}  {c.name}" + (f": {c.detail}" if c.detail else ""))
@@ -89,9 +99,11 @@ class _Fail(Exception):
 
 
 class _Checker:
-    def __init__(self, report: ConformanceReport, timeout: float) -> None:
+    def __init__(self, report: ConformanceReport, timeout: float, seed: int) -> None:
         self.report = report
         self.timeout = timeout
+        self.seed = seed
+        self.native = report.dialect == d.NATIVE
         self.id_problems: list[str] = []
         self.replies_seen = 0
 
@@ -119,12 +131,43 @@ class _Checker:
     ) -> dict[str, Any]:
         reply = handle.read_response(self.timeout, accept_error=True)
         self.replies_seen += 1
-        if request_id is not None and reply.get("id") != request_id:
+        if self.native and request_id is not None and reply.get("id") != request_id:
             self.id_problems.append(
                 f"{reply['type']} reply has id {reply.get('id')!r}, expected {request_id}")
         if reply["type"] != expect:
             raise _Fail(f"expected {expect!r}, got {_short(reply)}")
         return reply
+
+    def probe(self, handle: OperatorProcessHandle) -> str:
+        """One exchange that any live worker answers: ``ping`` in mosaic's protocol; in
+        MOSAIC's dialect, which has no ping, ``reset`` (or ``init_agent`` in agent mode)."""
+        if self.native:
+            self.exchange(handle, {"cmd": p.CMD_PING}, p.RESP_PONG)
+            return "pong"
+        if self.report.env_mode == "agent":
+            self.exchange(handle, {"cmd": p.CMD_INIT_AGENT, "player_id": "player_0",
+                                   "game_name": "conformance"}, p.RESP_AGENT_READY)
+            return "agent_ready"
+        self.exchange(handle, {"cmd": p.CMD_RESET, "seed": self.seed}, p.RESP_READY)
+        return "ready"
+
+    def mosaic_indices(self, reply: Mapping[str, Any], episode: Any) -> Any:
+        """MOSAIC's dialect: ``reply`` carries an int ``episode_index`` (equal to ``episode``
+        unless that is None) and ``step_index``; returns the episode index."""
+        if self.native:
+            return None
+        for name in ("episode_index", "step_index"):
+            if not _is_int(reply.get(name)):
+                raise _Fail(f"{reply['type']!r} lacks MOSAIC's int field {name!r}: "
+                            f"{_short(reply)}")
+        if episode is not None and reply["episode_index"] != episode:
+            raise _Fail(f"episode_index changed within an episode: {episode} then "
+                        f"{reply['episode_index']}")
+        return reply["episode_index"]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _short(reply: Mapping[str, Any]) -> str:
@@ -137,7 +180,7 @@ def _close(a: float, b: float) -> bool:
 
 
 def _run_episode(
-    checker: _Checker, handle: OperatorProcessHandle, max_steps: int
+    checker: _Checker, handle: OperatorProcessHandle, max_steps: int, episode: Any = None
 ) -> tuple[list[tuple[Any, float]], dict[str, Any]]:
     """Step to the end of an episode, checking every reply; returns (action, reward) pairs and
     the episode_end reply."""
@@ -146,8 +189,13 @@ def _run_episode(
     for index in range(max_steps):
         request_id = handle.send({"cmd": p.CMD_STEP}, timeout=checker.timeout)
         step = checker.next_reply(handle, p.RESP_STEP, request_id)
+        episode = checker.mosaic_indices(step, episode)
+        if checker.native and handle.routing.step_base:
+            raise _Fail(f"step_index counts from {handle.routing.step_base}, not from 0")
         if step["step_index"] != index:
-            raise _Fail(f"step {index} (0-based) has step_index {step['step_index']}")
+            raise _Fail(f"step {index} (0-based) has step_index {step['step_index']}"
+                        + (f" (counted from {handle.routing.step_base})"
+                           if handle.routing.step_base else ""))
         total += step["reward"]
         if not _close(step["episode_reward"], total):
             raise _Fail(f"episode_reward {step['episode_reward']} at step {index} is not the "
@@ -161,6 +209,9 @@ def _run_episode(
                 raise _Fail(f"total_reward {end['total_reward']} differs from the sum {total}")
             if (end["terminated"], end["truncated"]) != (step["terminated"], step["truncated"]):
                 raise _Fail("episode_end terminated/truncated differ from the last step's")
+            if checker.native and handle.routing.end_spellings - {p.RESP_EPISODE_END}:
+                raise _Fail(f"the episode ended with {sorted(handle.routing.end_spellings)}, "
+                            "not 'episode_end'")
             return trajectory, end
     raise _Fail(f"the episode did not end within {max_steps} steps")
 
@@ -190,19 +241,24 @@ def check_worker(
     observation: Any = 0,
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
+    dialect: str = d.NATIVE,
 ) -> ConformanceReport:
     """Run the conformance checks against the worker started by ``argv``.
 
     ``reproducible`` forces (True) or skips (False) the same-seed check; by default it runs when
     the worker claims ``reproducible`` in its ``ready``/``agent_ready`` reply. In agent mode
     ``n_actions`` and ``observation`` are what the checker offers the worker. ``env`` adds
-    environment variables; ``cwd`` is the working directory. Never raises for a misbehaving
-    worker: every problem is a failed check. Raises ``ValueError`` for a bad ``env_mode``.
+    environment variables; ``cwd`` is the working directory. ``dialect`` is ``"native"``
+    (mosaic's protocol) or ``"mosaic"`` (MOSAIC's, see the module docstring). Never raises for a
+    misbehaving worker: every problem is a failed check. Raises ``ValueError`` for a bad
+    ``env_mode`` or ``dialect``.
     """
     if env_mode not in ("gym", "agent"):
         raise ValueError(f"env_mode must be 'gym' or 'agent'; got {env_mode!r}")
-    report = ConformanceReport(list(argv), env_mode)
-    checker = _Checker(report, timeout)
+    if dialect not in d.DIALECTS:
+        raise ValueError(f"dialect must be one of {', '.join(d.DIALECTS)}; got {dialect!r}")
+    report = ConformanceReport(list(argv), env_mode, dialect)
+    checker = _Checker(report, timeout, seed)
     launcher = OperatorLauncher(cwd=cwd)
     handles: list[OperatorProcessHandle] = []
     try:
@@ -222,65 +278,93 @@ def check_worker(
     finally:
         for handle in handles:
             handle.stop(timeout=3.0)
+    _matching_checks(checker, handles)
+    return report
+
+
+def _matching_checks(checker: _Checker, handles: Sequence[OperatorProcessHandle]) -> None:
+    """How replies were matched, and the lines that answered nothing."""
+    report = checker.report
+    unsolicited = [line for handle in handles for line in handle.routing.unsolicited]
+    kinds = sorted({str(line.get("type")) for line in unsolicited})
+    if not checker.native:
+        report.checks.append(CheckResult(
+            "replies matched in order, unsolicited lines skipped", checker.replies_seen > 0,
+            f"{checker.replies_seen} replies; {len(unsolicited)} unsolicited {kinds}"))
+        return
     if checker.id_problems:
         report.checks.append(CheckResult("id echoed in every reply", False,
                                          "; ".join(checker.id_problems[:5])))
     else:
         report.checks.append(CheckResult("id echoed in every reply", checker.replies_seen > 0,
                                          f"{checker.replies_seen} replies"))
-    return report
+    report.checks.append(CheckResult(
+        "no unsolicited lines", not unsolicited,
+        f"{len(unsolicited)} lines answered no command, first {_short(unsolicited[0])} "
+        "(MOSAIC's dialect? try --dialect mosaic)" if unsolicited else ""))
 
 
 def _common_error_checks(checker: _Checker, handle: OperatorProcessHandle) -> None:
     def unknown() -> str:
         reply = checker.exchange(handle, {"cmd": "no_such_command"}, p.RESP_ERROR)
-        checker.exchange(handle, {"cmd": p.CMD_PING}, p.RESP_PONG)
+        checker.probe(handle)
         return f"error: {reply['message'][:80]}"
 
     def bad_json() -> str:
         handle.send_raw(b"{this is not json\n", timeout=checker.timeout)
         reply = checker.next_reply(handle, p.RESP_ERROR, None)
-        checker.exchange(handle, {"cmd": p.CMD_PING}, p.RESP_PONG)
+        checker.probe(handle)
         return f"error: {reply['message'][:80]}"
 
     checker.run("unknown command -> error, still alive", unknown)
     checker.run("bad JSON -> error, still alive", bad_json)
 
 
-def _gym_checks(
-    checker: _Checker, handle: OperatorProcessHandle, seed: int, max_steps: int,
-    reproducible: bool | None,
-) -> None:
+def _first_reply(checker: _Checker, handle: OperatorProcessHandle) -> Callable[[], str]:
     def ping() -> str:
         start = time.perf_counter()
         checker.exchange(handle, {"cmd": p.CMD_PING}, p.RESP_PONG)
         return f"first reply after start in {time.perf_counter() - start:.2f} s"
 
-    if not checker.run("ping -> pong", ping):
+    return ping
+
+
+def _gym_checks(
+    checker: _Checker, handle: OperatorProcessHandle, seed: int, max_steps: int,
+    reproducible: bool | None,
+) -> None:
+    if checker.native and not checker.run("ping -> pong", _first_reply(checker, handle)):
         return
     ready: dict[str, Any] = {}
 
     def reset() -> str:
+        start = time.perf_counter()
         ready.update(checker.exchange(handle, {"cmd": p.CMD_RESET, "seed": seed}, p.RESP_READY))
         if ready["seed"] != seed:
             raise _Fail(f"ready.seed is {ready['seed']}, expected {seed}")
-        return f"env_id={ready['env_id']!r} observation_shape={ready['observation_shape']}"
+        checker.mosaic_indices(ready, None)
+        return (f"env_id={ready['env_id']!r} observation_shape={ready['observation_shape']}"
+                + ("" if checker.native else f"; in {time.perf_counter() - start:.2f} s"))
 
     if not checker.run("reset -> ready with run_id, env_id, seed, observation_shape", reset):
         return
     first: list[tuple[Any, float]] = []
 
     def episode() -> str:
-        trajectory, end = _run_episode(checker, handle, max_steps)
+        trajectory, end = _run_episode(checker, handle, max_steps, ready.get("episode_index"))
         first.extend(trajectory)
-        return f"{len(trajectory)} steps, total_reward {end['total_reward']}"
+        base = handle.routing.step_base
+        return (f"{len(trajectory)} steps, total_reward {end['total_reward']}"
+                + ("" if checker.native else
+                   f"; ended with {sorted(handle.routing.end_spellings)}, step_index from {base}"))
 
-    ok = checker.run("step fields, 0-based step_index, one episode_end after the terminal step",
-                     episode)
+    ok = checker.run(
+        "step fields, 0-based step_index, one episode_end after the terminal step" if checker.native
+        else "step fields with episode_index and step_index, one episode end after the terminal "
+             "step", episode)
 
     def once() -> str:
-        checker.exchange(handle, {"cmd": p.CMD_PING}, p.RESP_PONG)
-        return "the next reply after episode_end was the pong"
+        return f"the next reply after the episode end was the {checker.probe(handle)}"
 
     if ok:
         checker.run("episode_end exactly once", once)
@@ -307,12 +391,7 @@ def _agent_checks(
     checker: _Checker, handle: OperatorProcessHandle, seed: int, n_actions: int,
     observation: Any, reproducible: bool | None,
 ) -> None:
-    def ping() -> str:
-        start = time.perf_counter()
-        checker.exchange(handle, {"cmd": p.CMD_PING}, p.RESP_PONG)
-        return f"first reply after start in {time.perf_counter() - start:.2f} s"
-
-    if not checker.run("ping -> pong", ping):
+    if checker.native and not checker.run("ping -> pong", _first_reply(checker, handle)):
         return
     ready: dict[str, Any] = {}
     init = {"cmd": p.CMD_INIT_AGENT, "player_id": "player_0",
@@ -389,7 +468,7 @@ def _exit_checks(
 
     def sigterm() -> str:
         # Mid-episode, after a real step: workers that render must still honour SIGTERM.
-        checker.exchange(term_handle, {"cmd": p.CMD_PING}, p.RESP_PONG)
+        checker.probe(term_handle)
         if env_mode == "gym":
             checker.exchange(term_handle, {"cmd": p.CMD_RESET, "seed": seed}, p.RESP_READY)
             checker.exchange(term_handle, {"cmd": p.CMD_STEP}, p.RESP_STEP)
@@ -409,7 +488,7 @@ def _exit_checks(
         return detail
 
     def eof() -> str:
-        checker.exchange(eof_handle, {"cmd": p.CMD_PING}, p.RESP_PONG)
+        checker.probe(eof_handle)
         ok, detail = _signal_exit(eof_handle, eof_handle.close_stdin)
         if not ok:
             raise _Fail(detail)
@@ -445,6 +524,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--agent", action="store_true",
                         help="drive the worker with init_agent/select_action instead of "
                              "reset/step")
+    parser.add_argument("--dialect", choices=d.DIALECTS, default=d.NATIVE,
+                        help="native: mosaic's protocol; mosaic: MOSAIC's dialect (replies "
+                             "matched by order, init lines, episode_done, 1-based step_index)")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per reply")
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--n-actions", type=int, default=4, help="agent mode: action count")
@@ -453,7 +535,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("give the worker's argv after --")
     report = check_worker(worker, env_mode="agent" if options.agent else "gym",
                           timeout=options.timeout, seed=options.seed,
-                          n_actions=options.n_actions)
+                          n_actions=options.n_actions, dialect=options.dialect)
     print(report)
     return 0 if report.passed else 1
 

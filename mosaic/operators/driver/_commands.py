@@ -14,12 +14,17 @@ INIT_AGENT_KEYS = ("n_actions", "seed")
 def init_agent_command(
     player_id: str, env_name: str | None, task: str | None, settings: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """The ``init_agent`` command for ``player_id``; None arguments are left out."""
+    """The ``init_agent`` command for ``player_id``; None arguments are left out.
+
+    ``game_name``, the name MOSAIC's workers read, is ``task`` or else ``env_name``.
+    """
     command: dict[str, Any] = {"cmd": p.CMD_INIT_AGENT, "player_id": player_id}
     if env_name is not None:
         command["env_name"] = env_name
     if task is not None:
         command["task"] = task
+    if task or env_name:
+        command["game_name"] = task or env_name
     if settings is not None:
         command["settings"] = dict(settings)
     return command

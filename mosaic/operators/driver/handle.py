@@ -18,13 +18,20 @@ Failures are told apart:
   error replies back as dicts).
 
 Request ids: :meth:`OperatorProcessHandle.send` adds an ``id``;
-:meth:`~OperatorProcessHandle.request` returns the reply with that id and drops replies with other
-ids (late replies to requests that timed out). A reply without ``id`` is taken as the answer, so
-workers that do not echo ids still work, but then a late reply cannot be told from the current
-one.
+:meth:`~OperatorProcessHandle.request` returns the reply to that request and drops late replies
+to earlier requests that timed out. A worker that echoes ids is matched by id; one that has never
+echoed an id (MOSAIC's workers) is matched by order, each command being owed its replies, so a
+late reply is still recognised and never shifts the replies after it.
 
-The stdout reader is in ``_reply_reader`` and :class:`MultiAgentOperatorHandle` in
-:mod:`.multi_handle`; this module holds the protocol.
+MOSAIC's dialect is read as well as mosaic's (:mod:`mosaic.operators.dialect`): its unsolicited
+``init`` lines, and ``agent_ready``/``agent_initialized`` lines that answer no ``init_agent``,
+are kept in :attr:`OperatorProcessHandle.routing` (``unsolicited``) and skipped; ``episode_done``
+and MOSAIC's field names are renamed to mosaic's; a ``step_index`` counted from 1 is counted from
+0. A line that fits neither dialect is a :class:`~mosaic.core.errors.WorkerProtocolError` that
+says so.
+
+The stdout reader is in ``_reply_reader``, the reply matching in ``_routing`` and
+:class:`MultiAgentOperatorHandle` in :mod:`.multi_handle`; this module holds the protocol.
 
 Why one file of this length: every request, its reply matching and the failure it can end in
 belong to one handle, whose guarantees (above) are easiest to check in one place.
@@ -34,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import logging
 import os
 import queue
@@ -49,6 +57,7 @@ from mosaic.operators import protocol as p
 from mosaic.operators.api.config import OperatorConfig
 from mosaic.operators.driver._commands import init_agent_command, select_action_command
 from mosaic.operators.driver._reply_reader import EOF, OVERSIZE, ReplyReader
+from mosaic.operators.driver._routing import NEITHER_DIALECT, ReplyRouter
 from mosaic.runtime.processes.child import ChildProcess
 from mosaic.runtime.processes.stop import KILLED, UNREAPED, StopSchedule, stop_in_order
 
@@ -108,6 +117,9 @@ class OperatorProcessHandle:
             self._stdin_fd = process.stdin.fileno()
             os.set_blocking(self._stdin_fd, False)
         self._replies = ReplyReader(self.MAX_QUEUED_LINES)
+        #: How replies are matched to commands, and what the worker's dialect showed so far
+        #: (``echoes_ids``, ``unsolicited`` lines, ``step_base``, ``end_spellings``).
+        self.routing = ReplyRouter()
         self._child = ChildProcess(
             process, operator_id, read_stdout=self._replies.read,
             log=logging.getLogger(f"mosaic.operators.worker.{operator_id}"),
@@ -155,11 +167,25 @@ class OperatorProcessHandle:
         """
         request_id = next(self._ids)
         self._write(p.encode_line({**command, "id": request_id}), timeout)
+        self.routing.sent(request_id, command)
         return request_id
 
     def send_raw(self, data: bytes, *, timeout: float = 5.0) -> None:
-        """Write ``data`` as is (for protocol tests: malformed lines); same errors as send."""
+        """Write ``data`` as is (for protocol tests: malformed lines); same errors as send.
+
+        Each line is owed a reply like a command (an ``error`` for a malformed one).
+        """
         self._write(data, timeout)
+        for line in data.splitlines():
+            try:
+                command = json.loads(line)
+            except ValueError:
+                command = None
+            if not isinstance(command, dict):
+                self.routing.sent(None, None)
+            else:
+                rid = command.get("id")
+                self.routing.sent(rid if isinstance(rid, int) else None, command)
 
     def send_reset(self, seed: int | None = None) -> int:
         """Send ``reset``; returns the request id. Read the ``ready`` reply yourself."""
@@ -214,19 +240,19 @@ class OperatorProcessHandle:
         Raises :class:`WorkerTimeout`, :class:`WorkerCrashed`, :class:`WorkerProtocolError`, or
         :class:`WorkerReplyError` for an ``error`` reply unless ``accept_error``.
         """
-        line = self._next_line(timeout)
-        if line is None:
+        reply = self._next_reply(timeout)
+        if reply is None:
             raise self._timeout(timeout)
-        return self._checked(self._parse(line), accept_error)
+        return self._checked(reply[0], accept_error)
 
     def try_read_response(
         self, timeout: float = 0.1, *, accept_error: bool = False
     ) -> dict[str, Any] | None:
         """Like :meth:`read_response`, but None when no reply arrived within ``timeout``."""
-        line = self._next_line(timeout)
-        if line is None:
+        reply = self._next_reply(timeout)
+        if reply is None:
             return None
-        return self._checked(self._parse(line), accept_error)
+        return self._checked(reply[0], accept_error)
 
     def request(
         self, command: Mapping[str, Any], timeout: float = 5.0, *, accept_error: bool = False
@@ -292,15 +318,29 @@ class OperatorProcessHandle:
         self, request_id: int, deadline: float, timeout: float, accept_error: bool
     ) -> dict[str, Any]:
         while True:
-            line = self._next_line(max(0.0, deadline - time.monotonic()))
-            if line is None:
+            routed = self._next_reply(max(0.0, deadline - time.monotonic()))
+            if routed is None:
                 raise self._timeout(timeout)
-            reply = self._parse(line)
-            if "id" in reply and reply["id"] != request_id:
+            reply, answers = routed
+            if answers is not None and answers != request_id:
                 log.debug("worker %s: dropped a reply to request %r while waiting for %r: %s",
-                          self.operator_id, reply["id"], request_id, reply.get("type"))
+                          self.operator_id, answers, request_id, reply.get("type"))
                 continue
             return self._checked(reply, accept_error)
+
+    def _next_reply(self, timeout: float) -> tuple[dict[str, Any], int | None] | None:
+        """The next reply and the request it answers (see ``_routing``), skipping unsolicited
+        lines; None when none came within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self._next_line(max(0.0, deadline - time.monotonic()))
+            if line is None:
+                return None
+            routed = self._route(line)
+            if routed is not None:
+                return routed
+            log.debug("worker %s: unsolicited line %.200r", self.operator_id,
+                      self.routing.unsolicited[-1])
 
     def _next_line(self, timeout: float) -> Any:
         """The next stdout line (bytes or ``OVERSIZE``), None on timeout; raises on exit."""
@@ -327,11 +367,15 @@ class OperatorProcessHandle:
                 raise self._crashed()
             return item
 
-    def _parse(self, line: Any) -> dict[str, Any]:
+    def _route(self, line: Any) -> tuple[dict[str, Any], int | None] | None:
         if line is OVERSIZE:
             raise WorkerProtocolError(self.operator_id, "", f"line over {p.MAX_LINE_BYTES} bytes")
         try:
-            return p.parse_response(line)
+            try:
+                obj = p.decode_object(line)
+            except p.ProtocolError as exc:
+                raise p.ProtocolError(f"{exc}; {NEITHER_DIALECT}") from None
+            return self.routing.route(obj)
         except p.ProtocolError as exc:
             raise WorkerProtocolError(
                 self.operator_id, line.decode("utf-8", "replace").rstrip("\n"), str(exc)
