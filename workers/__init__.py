@@ -3,7 +3,9 @@
 Each module runs as ``python -m workers.<name> [options]`` and speaks the JSON-lines protocol of
 :mod:`mosaic.operators.protocol` on stdin/stdout through
 :class:`mosaic.operators.worker.runtime.InteractiveRuntime`. All of them log to stderr only and
-answer ``--help``.
+answer ``--help``. They also accept MOSAIC's launcher flags (``--run-id --env-name --task
+--telemetry-dir [--interactive] --seed``) and then speak MOSAIC's dialect
+(:mod:`mosaic.operators.dialect`); ``--dialect`` chooses it explicitly.
 
 ========================  ===========================================================
 ``random_worker``         uniform random actions, seeded from the reset seed

@@ -16,7 +16,9 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
+from mosaic.operators import dialect as d
 from mosaic.operators import protocol as p
+from mosaic.operators.worker._games import game_action_space
 from mosaic.operators.worker._policy import WorkerPolicy, noop_action
 from mosaic.operators.worker._process import WorkerTerminated
 from mosaic.runtime.processes.lines import bounded_lines
@@ -41,6 +43,11 @@ class InteractiveRuntime:
 
     ``stdin``/``stdout`` are binary streams (default: the process's). :meth:`serve` returns the
     exit code; every exception from the policy or the environment becomes an ``error`` reply.
+
+    With ``dialect="mosaic"`` the replies also carry MOSAIC's field names
+    (:func:`mosaic.operators.dialect.to_mosaic`) and :meth:`serve` first prints MOSAIC's ``init``
+    line for ``worker``. ``init_agent`` without ``settings.n_actions`` takes the action space of
+    the game its ``game_name`` (or ``task``) names, when that can be made.
     """
 
     def __init__(
@@ -56,6 +63,8 @@ class InteractiveRuntime:
         agent_action_space: Any = None,
         stdin: BinaryIO | None = None,
         stdout: BinaryIO | None = None,
+        dialect: str = d.NATIVE,
+        worker: str = "worker",
     ) -> None:
         self.policy = policy
         self.env = env
@@ -67,6 +76,9 @@ class InteractiveRuntime:
         self.agent_action_space = agent_action_space
         self._in = stdin if stdin is not None else sys.stdin.buffer
         self._out = stdout if stdout is not None else sys.stdout.buffer
+        self.dialect = dialect
+        self.worker = worker
+        self._episode = -1
         self._player_id: str | None = None
         self._obs: Any = None
         self._info: Any = None
@@ -87,6 +99,8 @@ class InteractiveRuntime:
     def serve(self) -> int:
         """Answer commands until ``stop``, EOF or SIGTERM (exit code 0); closes on the way out."""
         try:
+            if self.dialect == d.MOSAIC:
+                self._write([d.init_line(self.run_id, self.worker)])
             for line in self._lines():
                 if not self.handle_line(line):
                     break
@@ -180,6 +194,8 @@ class InteractiveRuntime:
 
     def _write(self, replies: list[dict[str, Any]]) -> None:
         for reply in replies:
+            if self.dialect == d.MOSAIC:
+                reply = d.to_mosaic(reply, self.run_id, max(self._episode, 0))
             try:
                 data = p.encode_line(reply)
             except p.ProtocolError as exc:
@@ -239,6 +255,7 @@ class InteractiveRuntime:
             observation_shape=None, reproducible=bool(getattr(self.policy, "reproducible", False)),
         )
         self.policy.reset(seed)
+        self._episode += 1
         if self.env is None:
             return [reply]
         self._obs, self._info = self.env.reset(seed=seed)
@@ -300,11 +317,16 @@ class InteractiveRuntime:
 
         settings = dict(command.get("settings") or {})
         self._player_id = command["player_id"]
+        game = command.get("game_name") or command.get("task")
         if settings.get("n_actions") is not None:
             self.agent_action_space = spaces.Discrete(int(settings["n_actions"]))
+        elif game and self.env is None:
+            space = game_action_space(game, self._player_id)
+            if space is not None:
+                self.agent_action_space = space
         hook = getattr(self.policy, "init_agent", None)
         if hook is not None:
-            hook(self._player_id, command.get("env_name"), command.get("task"), settings)
+            hook(self._player_id, command.get("env_name"), command.get("task") or game, settings)
         if "seed" in settings:
             self.policy.reset(settings["seed"])
         return [self._reply(

@@ -12,6 +12,7 @@ import os
 import sys
 from typing import Any, BinaryIO, NoReturn
 
+from mosaic.operators.dialect import DIALECTS, MOSAIC, NATIVE
 from mosaic.operators.protocol import PARENT_PID_ENV
 from mosaic.runtime.processes.parent import die_with_parent, on_first_sigterm
 
@@ -131,6 +132,54 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
                        help="first seed in --batch mode (episode i uses seed + i)")
     group.add_argument("--log-level", default=os.environ.get("MOSAIC_WORKER_LOG_LEVEL", "INFO"),
                        help="stderr log level (default INFO)")
+    group.add_argument("--dialect", choices=DIALECTS, default=None,
+                       help="reply field names: native (mosaic's) or mosaic (MOSAIC's: an init "
+                            "line, episode_index/step_index, episode_steps/episode_return); "
+                            "default mosaic when started with MOSAIC's launcher flags")
+    launch = parser.add_argument_group(
+        "MOSAIC's launcher", "the flags MOSAIC's OperatorLauncher passes to every worker")
+    launch.add_argument("--task", default="",
+                        help="the environment: a Gymnasium id is made as with --env-id; any "
+                             "other name leaves the game to the driver (selector mode)")
+    launch.add_argument("--env-name", default="",
+                        help="the environment family (only told to the policy)")
+    launch.add_argument("--telemetry-dir", default="",
+                        help="accepted for MOSAIC's launcher; mosaic's workers write no "
+                             "telemetry themselves (the driver does)")
+    launch.add_argument("--interactive", action="store_true",
+                        help="read commands on stdin; with MOSAIC's flags and without this "
+                             "one the worker runs --episodes episodes by itself, as --batch")
+
+
+def apply_launcher_flags(args: argparse.Namespace) -> None:
+    """Settle ``args`` from MOSAIC's launcher flags, in place.
+
+    With any of ``--task``, ``--env-name``, ``--telemetry-dir`` or ``--interactive`` the worker
+    was started by MOSAIC's launcher: the dialect defaults to ``mosaic``, and without
+    ``--interactive`` it runs in batch mode. ``--task`` becomes ``--env-id`` when it names a
+    registered Gymnasium environment and ``--env-id`` is not given.
+    """
+    by_mosaic = bool(args.task or args.env_name or args.telemetry_dir or args.interactive)
+    if args.dialect is None:
+        args.dialect = MOSAIC if by_mosaic else NATIVE
+    if by_mosaic and not args.interactive:
+        args.batch = True
+    if args.task and not args.env_id:
+        if _is_gymnasium_id(args.task):
+            args.env_id = args.task
+        else:
+            log.info("--task %r is not a Gymnasium id: the driver owns the game (selector mode)",
+                     args.task)
+
+
+def _is_gymnasium_id(name: str) -> bool:
+    import gymnasium as gym
+
+    try:
+        gym.spec(name)
+    except Exception:  # an unknown id, or a ``module:Id`` whose module fails to import
+        return False
+    return True
 
 
 def _json_object(text: str) -> dict[str, Any]:

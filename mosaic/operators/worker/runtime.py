@@ -20,9 +20,18 @@ EOF on stdin exits 0; SIGTERM exits 0 promptly after cleanup, without a reply, w
 is doing (including rendering or waiting for an HTTP reply); the worker also exits when its parent
 dies (``PR_SET_PDEATHSIG`` on Linux, plus a parent-pid check every second).
 
+MOSAIC's launcher starts a worker as ``python -m workers.random_worker --run-id R --env-name E
+--task T --telemetry-dir D [--interactive] --seed S``; every worker accepts these flags. Given
+any of them, the worker speaks MOSAIC's dialect (:mod:`mosaic.operators.dialect`: an ``init``
+line first, ``episode_index``/``step_index`` in ``ready`` and ``step``,
+``episode_steps``/``episode_return`` in ``episode_end``), runs in batch mode unless
+``--interactive`` is given, and owns ``--task`` when it is a Gymnasium id (else the driver owns
+the game). ``--dialect native|mosaic`` chooses the dialect explicitly.
+
 The pieces live in private modules, one concern each: the policy protocol and action helpers
-(``_policy``), the command loop (``_loop``) and the process setup
-(``_process``). This module puts them together in :func:`run_worker`.
+(``_policy``), the command loop (``_loop``), the process setup and command line (``_process``)
+and the action space of a game named in ``init_agent`` (``_games``). This module puts them
+together in :func:`run_worker`.
 """
 
 from __future__ import annotations
@@ -45,6 +54,7 @@ from mosaic.operators.worker._policy import (
 from mosaic.operators.worker._process import (
     WorkerTerminated,
     add_runtime_arguments,
+    apply_launcher_flags,
     declared_render_modes,
     install_parent_death_signal,
     install_sigterm_handler,
@@ -73,9 +83,9 @@ log = logging.getLogger("mosaic.worker")
 def run_worker(name: str, args: argparse.Namespace, make_policy: Callable[[], Any]) -> int:
     """Set the process up as worker ``name`` and serve until stop; returns the exit code.
 
-    Order: stderr logging, SIGTERM handler, parent-death signal, stdout protection, then the
-    policy and the environment. A policy or environment that cannot be built is logged and
-    gives exit code 2 before any command is read.
+    Order: stderr logging, SIGTERM handler, parent-death signal, stdout protection, MOSAIC's
+    launcher flags (see the module docstring), then the policy and the environment. A policy or
+    environment that cannot be built is logged and gives exit code 2 before any command is read.
     """
     logging.basicConfig(
         stream=sys.stderr, level=str(args.log_level).upper(),
@@ -85,6 +95,7 @@ def run_worker(name: str, args: argparse.Namespace, make_policy: Callable[[], An
     try:
         install_parent_death_signal()
         out = protocol_stdout()
+        apply_launcher_flags(args)
         try:
             policy = make_policy()
             env = None
@@ -102,12 +113,13 @@ def run_worker(name: str, args: argparse.Namespace, make_policy: Callable[[], An
         runtime = InteractiveRuntime(
             policy, env=env, env_id=args.env_id, run_id=args.run_id, max_steps=args.max_steps,
             render_every=args.render_every, send_observations=args.send_observations,
-            agent_action_space=agent_space, stdout=out,
+            agent_action_space=agent_space, stdout=out, dialect=args.dialect, worker=name,
         )
         log.debug("%s ready (pid %d)", name, os.getpid())
         if args.batch:
             if env is None:
-                log.error("--batch needs --env-id")
+                log.error("batch mode (--batch, or MOSAIC's flags without --interactive) needs "
+                          "an environment: --env-id or a Gymnasium --task")
                 return 2
             return runtime.serve_batch(args.episodes, args.seed)
         return runtime.serve()
