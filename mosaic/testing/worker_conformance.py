@@ -346,7 +346,9 @@ def _gym_checks(
         return (f"env_id={ready['env_id']!r} observation_shape={ready['observation_shape']}"
                 + ("" if checker.native else f"; in {time.perf_counter() - start:.2f} s"))
 
-    if not checker.run("reset -> ready with run_id, env_id, seed, observation_shape", reset):
+    fields = "run_id, env_id, seed, observation_shape" + (
+        "" if checker.native else ", episode_index, step_index")
+    if not checker.run(f"reset -> ready with {fields}", reset):
         return
     first: list[tuple[Any, float]] = []
 

@@ -11,6 +11,7 @@ and never returned as replies.
 from __future__ import annotations
 
 import itertools
+import json
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -74,8 +75,20 @@ class ReplyRouter:
         player = command.get("player_id") if command is not None else None
         self._owed.append(_Owed(key, cmd if isinstance(cmd, str) else None,
                                 player if isinstance(player, str) else None))
-        if cmd == p.CMD_RESET:
-            self._first_step_pending = True
+
+    def sent_raw(self, data: bytes) -> None:
+        """Register raw bytes written to the worker: each line is owed a reply like a command
+        (an ``error`` for a malformed one)."""
+        for line in data.splitlines():
+            try:
+                command = json.loads(line)
+            except ValueError:
+                command = None
+            if not isinstance(command, dict):
+                self.sent(None, None)
+            else:
+                rid = command.get("id")
+                self.sent(rid if isinstance(rid, int) else None, command)
 
     def route(self, obj: dict[str, Any]) -> tuple[dict[str, Any], int | None] | None:
         """The validated reply in mosaic's names and the key it answers; None when ``obj``
@@ -91,7 +104,9 @@ class ReplyRouter:
         if rid is not None:
             self.echoes_ids = True
         owed = self._owed_for(obj, rid)
-        if kind in d.AGENT_READY_SPELLINGS and (owed is None or owed.cmd != p.CMD_INIT_AGENT):
+        stray = owed is None and rid is None and self.echoes_ids  # id left out, not an error
+        if stray or (kind in d.AGENT_READY_SPELLINGS
+                     and (owed is None or owed.cmd != p.CMD_INIT_AGENT)):
             self.unsolicited.append(obj)
             return None
         if kind in d.EPISODE_END_SPELLINGS:
@@ -101,7 +116,9 @@ class ReplyRouter:
             p.validate_response(reply)
         except p.ProtocolError as exc:
             raise p.ProtocolError(f"{exc}; {NEITHER_DIALECT}") from None
-        if reply["type"] == p.RESP_STEP:
+        if reply["type"] == p.RESP_READY:
+            self._first_step_pending = True
+        elif reply["type"] == p.RESP_STEP:
             reply["step_index"] = self._step_index(reply["step_index"])
             self._last_step = reply
         if owed is None:
@@ -114,7 +131,8 @@ class ReplyRouter:
             return next((o for o in self._owed if o.key == rid), None)
         if self.echoes_ids:
             # A worker that echoes ids leaves the id out only when it could not read the
-            # command: an error, answering the oldest raw line, else the oldest command.
+            # command: an error, answering the oldest raw line, else the oldest command. Any
+            # other line without id answers nothing.
             if obj.get("type") != p.RESP_ERROR:
                 return None
             return next((o for o in self._owed if o.cmd is None),

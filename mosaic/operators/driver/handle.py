@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import logging
 import os
 import queue
@@ -176,16 +175,7 @@ class OperatorProcessHandle:
         Each line is owed a reply like a command (an ``error`` for a malformed one).
         """
         self._write(data, timeout)
-        for line in data.splitlines():
-            try:
-                command = json.loads(line)
-            except ValueError:
-                command = None
-            if not isinstance(command, dict):
-                self.routing.sent(None, None)
-            else:
-                rid = command.get("id")
-                self.routing.sent(rid if isinstance(rid, int) else None, command)
+        self.routing.sent_raw(data)
 
     def send_reset(self, seed: int | None = None) -> int:
         """Send ``reset``; returns the request id. Read the ``ready`` reply yourself."""
