@@ -111,7 +111,8 @@ class ReplyRouter:
             return None
         if kind in d.EPISODE_END_SPELLINGS:
             self.end_spellings.add(str(kind))
-        reply = self._fill(d.to_native(obj), owed)
+        renamed = kind in d.AGENT_READY_SPELLINGS or kind in d.EPISODE_END_SPELLINGS
+        reply = self._fill(d.to_native(obj), owed) if renamed else obj
         try:
             p.validate_response(reply)
         except p.ProtocolError as exc:
