@@ -24,163 +24,40 @@ check fails. Each reply is awaited at most ``timeout`` seconds; SIGTERM and EOF 
 worker within 2 seconds.
 
 Why one file of this length: it is a checker third parties run as one command, like
-PettingZoo's ``api_test``; every check it makes is listed here in the order it runs.
+PettingZoo's ``api_test``; every check it makes is listed here in the order it runs (the report
+and the exchange helper are in ``_conformance_report``).
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import signal
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from mosaic.core.errors import MosaicError, WorkerError
+from mosaic.core.errors import WorkerError
 from mosaic.operators import dialect as d
 from mosaic.operators import protocol as p
 from mosaic.operators.driver.handle import OperatorProcessHandle
 from mosaic.operators.driver.launcher import OperatorLauncher
+from mosaic.testing._conformance_report import (
+    CheckResult,
+    ConformanceReport,
+    Fail,
+    ReplyChecker,
+    close,
+    short,
+)
 
 __all__ = ["CheckResult", "ConformanceReport", "assert_conformant", "check_worker", "main"]
 
 EXIT_DEADLINE = 2.0
 
 
-@dataclass(frozen=True)
-class CheckResult:
-    """One named check: ``passed`` is True, False, or None when the check was skipped."""
-
-    name: str
-    passed: bool | None
-    detail: str = ""
-
-
-@dataclass
-class ConformanceReport:
-    """The outcome of :func:`check_worker`: every check, in the order it ran."""
-
-    argv: list[str]
-    env_mode: str
-    dialect: str = d.NATIVE
-    checks: list[CheckResult] = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        """True when no check failed and at least one passed."""
-        return any(c.passed for c in self.checks) and not self.failures
-
-    @property
-    def failures(self) -> list[CheckResult]:
-        """The checks that failed."""
-        return [c for c in self.checks if c.passed is False]
-
-    def __getitem__(self, name: str) -> CheckResult:
-        for check in self.checks:
-            if check.name == name:
-                return check
-        raise KeyError(name)
-
-    def __str__(self) -> str:
-        lines = [f"worker conformance ({self.env_mode} mode, {self.dialect} dialect): "
-                 f"{' '.join(self.argv)}"]
-        for c in self.checks:
-            mark = {True: "PASS", False: "FAIL", None: "SKIP"}[c.passed]
-            lines.append(f"  {mark}  {c.name}" + (f": {c.detail}" if c.detail else ""))
-        counts = [sum(c.passed is v for c in self.checks) for v in (True, False, None)]
-        lines.append(f"{counts[0]} passed, {counts[1]} failed, {counts[2]} skipped")
-        return "\n".join(lines)
-
-
-class _Fail(Exception):
-    """A check's expectation was not met."""
-
-
-class _Checker:
-    def __init__(self, report: ConformanceReport, timeout: float, seed: int) -> None:
-        self.report = report
-        self.timeout = timeout
-        self.seed = seed
-        self.native = report.dialect == d.NATIVE
-        self.id_problems: list[str] = []
-        self.replies_seen = 0
-
-    def run(self, name: str, check: Callable[[], str | None]) -> bool:
-        try:
-            detail = check()
-        except (_Fail, MosaicError) as exc:
-            self.report.checks.append(CheckResult(name, False, f"{type(exc).__name__}: {exc}"))
-            return False
-        self.report.checks.append(CheckResult(name, True, detail or ""))
-        return True
-
-    def skip(self, name: str, why: str) -> None:
-        self.report.checks.append(CheckResult(name, None, why))
-
-    def exchange(
-        self, handle: OperatorProcessHandle, command: dict[str, Any], expect: str
-    ) -> dict[str, Any]:
-        """Send ``command`` and read the very next line, which must be ``expect`` with our id."""
-        request_id = handle.send(command, timeout=self.timeout)
-        return self.next_reply(handle, expect, request_id)
-
-    def next_reply(
-        self, handle: OperatorProcessHandle, expect: str, request_id: int | None
-    ) -> dict[str, Any]:
-        reply = handle.read_response(self.timeout, accept_error=True)
-        self.replies_seen += 1
-        if self.native and request_id is not None and reply.get("id") != request_id:
-            self.id_problems.append(
-                f"{reply['type']} reply has id {reply.get('id')!r}, expected {request_id}")
-        if reply["type"] != expect:
-            raise _Fail(f"expected {expect!r}, got {_short(reply)}")
-        return reply
-
-    def probe(self, handle: OperatorProcessHandle) -> str:
-        """One exchange that any live worker answers: ``ping`` in mosaic's protocol; in
-        MOSAIC's dialect, which has no ping, ``reset`` (or ``init_agent`` in agent mode)."""
-        if self.native:
-            self.exchange(handle, {"cmd": p.CMD_PING}, p.RESP_PONG)
-            return "pong"
-        if self.report.env_mode == "agent":
-            self.exchange(handle, {"cmd": p.CMD_INIT_AGENT, "player_id": "player_0",
-                                   "game_name": "conformance"}, p.RESP_AGENT_READY)
-            return "agent_ready"
-        self.exchange(handle, {"cmd": p.CMD_RESET, "seed": self.seed}, p.RESP_READY)
-        return "ready"
-
-    def mosaic_indices(self, reply: Mapping[str, Any], episode: Any) -> Any:
-        """MOSAIC's dialect: ``reply`` carries an int ``episode_index`` (equal to ``episode``
-        unless that is None) and ``step_index``; returns the episode index."""
-        if self.native:
-            return None
-        for name in ("episode_index", "step_index"):
-            if not _is_int(reply.get(name)):
-                raise _Fail(f"{reply['type']!r} lacks MOSAIC's int field {name!r}: "
-                            f"{_short(reply)}")
-        if episode is not None and reply["episode_index"] != episode:
-            raise _Fail(f"episode_index changed within an episode: {episode} then "
-                        f"{reply['episode_index']}")
-        return reply["episode_index"]
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _short(reply: Mapping[str, Any]) -> str:
-    text = repr(dict(reply))
-    return text if len(text) <= 200 else text[:200] + "..."
-
-
-def _close(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-6)
-
-
 def _run_episode(
-    checker: _Checker, handle: OperatorProcessHandle, max_steps: int, episode: Any = None
+    checker: ReplyChecker, handle: OperatorProcessHandle, max_steps: int, episode: Any = None
 ) -> tuple[list[tuple[Any, float]], dict[str, Any]]:
     """Step to the end of an episode, checking every reply; returns (action, reward) pairs and
     the episode_end reply."""
@@ -191,29 +68,29 @@ def _run_episode(
         step = checker.next_reply(handle, p.RESP_STEP, request_id)
         episode = checker.mosaic_indices(step, episode)
         if checker.native and handle.routing.step_base:
-            raise _Fail(f"step_index counts from {handle.routing.step_base}, not from 0")
+            raise Fail(f"step_index counts from {handle.routing.step_base}, not from 0")
         if step["step_index"] != index:
-            raise _Fail(f"step {index} (0-based) has step_index {step['step_index']}"
+            raise Fail(f"step {index} (0-based) has step_index {step['step_index']}"
                         + (f" (counted from {handle.routing.step_base})"
                            if handle.routing.step_base else ""))
         total += step["reward"]
-        if not _close(step["episode_reward"], total):
-            raise _Fail(f"episode_reward {step['episode_reward']} at step {index} is not the "
+        if not close(step["episode_reward"], total):
+            raise Fail(f"episode_reward {step['episode_reward']} at step {index} is not the "
                         f"sum of rewards {total}")
         trajectory.append((step["action"], step["reward"]))
         if step["terminated"] or step["truncated"]:
             end = checker.next_reply(handle, p.RESP_EPISODE_END, request_id)
             if end["episode_length"] != index + 1:
-                raise _Fail(f"episode_length {end['episode_length']} after {index + 1} steps")
-            if not _close(end["total_reward"], total):
-                raise _Fail(f"total_reward {end['total_reward']} differs from the sum {total}")
+                raise Fail(f"episode_length {end['episode_length']} after {index + 1} steps")
+            if not close(end["total_reward"], total):
+                raise Fail(f"total_reward {end['total_reward']} differs from the sum {total}")
             if (end["terminated"], end["truncated"]) != (step["terminated"], step["truncated"]):
-                raise _Fail("episode_end terminated/truncated differ from the last step's")
+                raise Fail("episode_end terminated/truncated differ from the last step's")
             if checker.native and handle.routing.end_spellings - {p.RESP_EPISODE_END}:
-                raise _Fail(f"the episode ended with {sorted(handle.routing.end_spellings)}, "
+                raise Fail(f"the episode ended with {sorted(handle.routing.end_spellings)}, "
                             "not 'episode_end'")
             return trajectory, end
-    raise _Fail(f"the episode did not end within {max_steps} steps")
+    raise Fail(f"the episode did not end within {max_steps} steps")
 
 
 def _signal_exit(
@@ -258,7 +135,7 @@ def check_worker(
     if dialect not in d.DIALECTS:
         raise ValueError(f"dialect must be one of {', '.join(d.DIALECTS)}; got {dialect!r}")
     report = ConformanceReport(list(argv), env_mode, dialect)
-    checker = _Checker(report, timeout, seed)
+    checker = ReplyChecker(report, timeout, seed)
     launcher = OperatorLauncher(cwd=cwd)
     handles: list[OperatorProcessHandle] = []
     try:
@@ -282,7 +159,7 @@ def check_worker(
     return report
 
 
-def _matching_checks(checker: _Checker, handles: Sequence[OperatorProcessHandle]) -> None:
+def _matching_checks(checker: ReplyChecker, handles: Sequence[OperatorProcessHandle]) -> None:
     """How replies were matched, and the lines that answered nothing."""
     report = checker.report
     unsolicited = [line for handle in handles for line in handle.routing.unsolicited]
@@ -300,11 +177,11 @@ def _matching_checks(checker: _Checker, handles: Sequence[OperatorProcessHandle]
                                          f"{checker.replies_seen} replies"))
     report.checks.append(CheckResult(
         "no unsolicited lines", not unsolicited,
-        f"{len(unsolicited)} lines answered no command, first {_short(unsolicited[0])} "
+        f"{len(unsolicited)} lines answered no command, first {short(unsolicited[0])} "
         "(MOSAIC's dialect? try --dialect mosaic)" if unsolicited else ""))
 
 
-def _common_error_checks(checker: _Checker, handle: OperatorProcessHandle) -> None:
+def _common_error_checks(checker: ReplyChecker, handle: OperatorProcessHandle) -> None:
     def unknown() -> str:
         reply = checker.exchange(handle, {"cmd": "no_such_command"}, p.RESP_ERROR)
         checker.probe(handle)
@@ -320,7 +197,7 @@ def _common_error_checks(checker: _Checker, handle: OperatorProcessHandle) -> No
     checker.run("bad JSON -> error, still alive", bad_json)
 
 
-def _first_reply(checker: _Checker, handle: OperatorProcessHandle) -> Callable[[], str]:
+def _first_reply(checker: ReplyChecker, handle: OperatorProcessHandle) -> Callable[[], str]:
     def ping() -> str:
         start = time.perf_counter()
         checker.exchange(handle, {"cmd": p.CMD_PING}, p.RESP_PONG)
@@ -330,7 +207,7 @@ def _first_reply(checker: _Checker, handle: OperatorProcessHandle) -> Callable[[
 
 
 def _gym_checks(
-    checker: _Checker, handle: OperatorProcessHandle, seed: int, max_steps: int,
+    checker: ReplyChecker, handle: OperatorProcessHandle, seed: int, max_steps: int,
     reproducible: bool | None,
 ) -> None:
     if checker.native and not checker.run("ping -> pong", _first_reply(checker, handle)):
@@ -341,7 +218,7 @@ def _gym_checks(
         start = time.perf_counter()
         ready.update(checker.exchange(handle, {"cmd": p.CMD_RESET, "seed": seed}, p.RESP_READY))
         if ready["seed"] != seed:
-            raise _Fail(f"ready.seed is {ready['seed']}, expected {seed}")
+            raise Fail(f"ready.seed is {ready['seed']}, expected {seed}")
         checker.mosaic_indices(ready, None)
         return (f"env_id={ready['env_id']!r} observation_shape={ready['observation_shape']}"
                 + ("" if checker.native else f"; in {time.perf_counter() - start:.2f} s"))
@@ -382,7 +259,7 @@ def _gym_checks(
                 at = next((i for i, (a, b) in enumerate(zip(first, second, strict=False))
                            if a != b),
                           min(len(first), len(second)))
-                raise _Fail(f"seed {seed} gave {len(first)} then {len(second)} steps; they "
+                raise Fail(f"seed {seed} gave {len(first)} then {len(second)} steps; they "
                             f"differ from step {at}: {first[at:at + 1]} vs {second[at:at + 1]}")
             return f"{len(first)} identical steps"
 
@@ -390,7 +267,7 @@ def _gym_checks(
 
 
 def _agent_checks(
-    checker: _Checker, handle: OperatorProcessHandle, seed: int, n_actions: int,
+    checker: ReplyChecker, handle: OperatorProcessHandle, seed: int, n_actions: int,
     observation: Any, reproducible: bool | None,
 ) -> None:
     if checker.native and not checker.run("ping -> pong", _first_reply(checker, handle)):
@@ -402,7 +279,7 @@ def _agent_checks(
     def init_agent() -> str:
         ready.update(checker.exchange(handle, init, p.RESP_AGENT_READY))
         if ready["player_id"] != "player_0":
-            raise _Fail(f"agent_ready.player_id is {ready['player_id']!r}")
+            raise Fail(f"agent_ready.player_id is {ready['player_id']!r}")
         return ""
 
     if not checker.run("init_agent -> agent_ready with player_id", init_agent):
@@ -415,9 +292,9 @@ def _agent_checks(
                                           "legal_actions": legal, "player_id": "player_0"},
                                  p.RESP_ACTION_SELECTED)
         if reply["action"] not in legal:
-            raise _Fail(f"action {reply['action']!r} is not in legal_actions {legal}")
+            raise Fail(f"action {reply['action']!r} is not in legal_actions {legal}")
         if reply.get("player_id") not in (None, "player_0"):
-            raise _Fail(f"player_id {reply['player_id']!r} is not the one sent")
+            raise Fail(f"player_id {reply['player_id']!r} is not the one sent")
         return f"action {reply['action']}"
 
     def with_mask() -> str:
@@ -425,7 +302,7 @@ def _agent_checks(
                                           "action_mask": mask}, p.RESP_ACTION_SELECTED)
         action = reply["action"]
         if not isinstance(action, int) or not 0 <= action < n_actions or not mask[action]:
-            raise _Fail(f"action {action!r} is masked out by {mask}")
+            raise Fail(f"action {action!r} is masked out by {mask}")
         return f"action {action}"
 
     checker.run("select_action with legal_actions -> a legal action", with_legal)
@@ -445,14 +322,14 @@ def _agent_checks(
     def again() -> str:
         first, second = actions(), actions()
         if first != second:
-            raise _Fail(f"seed {seed} gave {first} then {second}")
+            raise Fail(f"seed {seed} gave {first} then {second}")
         return f"20 identical actions {first[:6]}..."
 
     checker.run("same seed, same actions", again)
 
 
 def _exit_checks(
-    checker: _Checker, main_handle: OperatorProcessHandle, term_handle: OperatorProcessHandle,
+    checker: ReplyChecker, main_handle: OperatorProcessHandle, term_handle: OperatorProcessHandle,
     eof_handle: OperatorProcessHandle, env_mode: str, seed: int, n_actions: int,
     observation: Any,
 ) -> None:
@@ -461,9 +338,9 @@ def _exit_checks(
         try:
             code = main_handle.process.wait(timeout=checker.timeout)
         except Exception as exc:
-            raise _Fail(f"still running {checker.timeout:.0f} s after 'stopped'") from exc
+            raise Fail(f"still running {checker.timeout:.0f} s after 'stopped'") from exc
         if code != 0:
-            raise _Fail(f"exit code {code} after stop, expected 0")
+            raise Fail(f"exit code {code} after stop, expected 0")
         return "exit code 0"
 
     checker.run("stop -> stopped, exit code 0", stop)
@@ -484,16 +361,16 @@ def _exit_checks(
         ok, detail = _signal_exit(term_handle,
                                   lambda: term_handle.process.send_signal(signal.SIGTERM))
         if not ok:
-            raise _Fail(detail)
+            raise Fail(detail)
         if term_handle.process.returncode not in (0, -signal.SIGTERM):
-            raise _Fail(detail + " (expected 0)")
+            raise Fail(detail + " (expected 0)")
         return detail
 
     def eof() -> str:
         checker.probe(eof_handle)
         ok, detail = _signal_exit(eof_handle, eof_handle.close_stdin)
         if not ok:
-            raise _Fail(detail)
+            raise Fail(detail)
         return detail
 
     checker.run(f"SIGTERM -> exit within {EXIT_DEADLINE:.0f} s", sigterm)
