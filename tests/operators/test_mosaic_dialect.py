@@ -158,6 +158,7 @@ def test_conformance_names_a_worker_of_neither_dialect() -> None:
 # --- reading: mosaic evaluate and experiment-start ------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_mosaic_evaluate_runs_mosaic_workers_as_command_operators(tmp_path: Path) -> None:
     operators = [
         {"id": name, "type": "command", "env": "CartPole-v1", "command": stand_in(*extra)}
@@ -185,6 +186,7 @@ def test_mosaic_evaluate_runs_mosaic_workers_as_command_operators(tmp_path: Path
     assert not [r for r in records if r["kind"] == "failure"]
 
 
+@pytest.mark.e2e
 def test_an_operator_muscle_plays_a_mosaic_worker_in_experiment_start(tmp_path: Path) -> None:
     command = stand_in("--agent-reply", "both", "--n-actions", "4", task="frozenlake")
     text = f"""\

@@ -142,7 +142,8 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the environment: a Gymnasium id is made as with --env-id; any "
                              "other name leaves the game to the driver (selector mode)")
     launch.add_argument("--env-name", default="",
-                        help="the environment family (only told to the policy)")
+                        help="accepted for MOSAIC's launcher (the environment family); "
+                             "--task alone names the environment")
     launch.add_argument("--telemetry-dir", default="",
                         help="accepted for MOSAIC's launcher; mosaic's workers write no "
                              "telemetry themselves (the driver does)")
