@@ -65,6 +65,11 @@ __all__ = ["OperatorProcessHandle", "WorkerReplyError"]
 log = logging.getLogger("mosaic.operators.driver.handle")
 
 
+#: How long a worker that closed its stdout gets to exit before it is reported without its exit
+#: code.
+_EXIT_WAIT_S = 5.0
+
+
 class WorkerReplyError(WorkerError):
     """The worker answered a command with an ``error`` reply; ``message`` is its text."""
 
@@ -388,7 +393,10 @@ class OperatorProcessHandle:
             f"{timeout:.2f} s")
 
     def _crashed(self) -> WorkerCrashed:
-        self._child.wait(1.0)
+        # A worker whose stdout has closed is exiting; on a busy machine the interpreter's
+        # teardown can take seconds, and its exit code and last words are what the error is for.
+        # The wait ends as soon as it exits.
+        self._child.wait(_EXIT_WAIT_S)
         self._child.drain_stderr(0.5)
         return WorkerCrashed(self.operator_id, self._child.exit_code, self.stderr_tail())
 
