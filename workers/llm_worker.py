@@ -1,22 +1,31 @@
 """LLM worker: asks an OpenAI-compatible chat-completions endpoint for each action.
 
-Each action is one ``POST {base_url}/chat/completions`` request (standard library ``urllib``,
-``--timeout`` seconds per socket operation, no retries) with a system prompt and a user message
-holding the observation (as JSON, floats rounded to 4 digits, at most 4000 characters) and the
-legal actions (with names from ``--action-names`` when given). The API key is read from the
-environment variable named by ``--api-key-env`` (default ``OPENAI_API_KEY``) and sent as a bearer
-token when set.
+Each action is one ``POST {base_url}/chat/completions`` request (no retries) with a system prompt
+and a user message holding the observation (as JSON, floats rounded to 4 digits, at most 4000
+characters) and the legal actions (with names from ``--action-names`` when given). ``--timeout``
+bounds the whole request, connection to last byte: a server that trickles its answer is cut off
+on time. The API key is read from the environment variable named by ``--api-key-env`` (default
+``OPENAI_API_KEY``) and sent as a bearer token when set.
 
 Parsing the reply: ``<think>...</think>`` blocks are dropped, then the first integer in the text
 that is a legal action is the action ("I pick 3" -> 3; "Action 7 is illegal, so 2" -> 2 when 7 is
-not legal). When there is no such integer, or the request fails (HTTP error, timeout, connection
-refused, a body that is not a chat completion), the reply carries ``llm_error`` with the reason
-and the ``--fallback`` action is used: ``random`` (uniform over the legal actions, seeded by
-reset; the default), ``first-legal``, or ``noop``.
+not legal). When there is no such integer, or the request fails, the ``--fallback`` action is
+used: ``random`` (uniform over the legal actions, from the operator's own seed stream; the
+default), ``first-legal``, or ``noop``.
 
-Every ``step`` and ``action_selected`` reply carries ``tokens``: the cumulative
-``prompt_tokens``, ``completion_tokens`` and ``total_tokens`` from the endpoint's ``usage``
-fields since the worker started, and ``requests``, the number of requests made.
+Every ``step`` and ``action_selected`` reply carries ``llm``, the account of that action::
+
+    {"source": "model" | "fallback", "reason": null | "http" | "timeout" | "connection"
+     | "bad_response" | "no_action", "http_status": 500 | null, "error": null | "...",
+     "prompt_tokens": 12, "completion_tokens": 3, "endpoint": "http://.../chat/completions"}
+
+``reason`` says why the fallback was played: an HTTP error status (``http_status`` holds it),
+no complete answer within ``--timeout``, a failed connection, a body that is not a chat
+completion, or a completion that names no legal action. Token counts are the request's own
+``usage`` (0 when the endpoint sent none). The replies also carry ``tokens``, the cumulative
+``prompt_tokens``, ``completion_tokens`` and ``total_tokens`` since the worker started and
+``requests``, the number of requests made, and ``llm_error`` (the error text) on a fallback.
+The first fallback for each reason is logged as a warning, later ones at debug level.
 """
 
 from __future__ import annotations
@@ -27,8 +36,6 @@ import logging
 import os
 import re
 import sys
-import urllib.error
-import urllib.request
 from typing import Any
 
 import numpy as np
@@ -41,6 +48,7 @@ from mosaic.operators.worker.runtime import (
     noop_action,
     run_worker,
 )
+from workers._bounded_http import RequestFailed, post
 
 __all__ = ["LLMError", "LLMPolicy", "main", "parse_action"]
 
@@ -58,8 +66,21 @@ _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _INTEGER = re.compile(r"-?\d+")
 
 
+#: Why an action came from the fallback (the ``reason`` of the ``llm`` reply field).
+FALLBACK_REASONS = ("http", "timeout", "connection", "bad_response", "no_action")
+
+
 class LLMError(Exception):
-    """The endpoint could not be asked, or its answer holds no legal action."""
+    """The endpoint could not be asked, or its answer holds no legal action.
+
+    ``reason`` is one of :data:`FALLBACK_REASONS`; ``status`` the HTTP status of an ``http``
+    failure.
+    """
+
+    def __init__(self, reason: str, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.status = status
 
 
 def parse_action(text: str, legal_actions: list[int]) -> int | None:
@@ -115,7 +136,8 @@ class LLMPolicy(BasePolicy):
         self.tokens = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0,
                        "requests": 0}
         self._rng = np.random.default_rng()
-        self._last_error: str | None = None
+        self._account: dict[str, Any] | None = None
+        self._warned: set[str] = set()
         self._player: str | None = None
 
     def reset(self, seed: int | None) -> None:
@@ -134,34 +156,56 @@ class LLMPolicy(BasePolicy):
     def select_action(
         self, observation: Any, legal_actions: list[int] | None = None, action_space: Any = None
     ) -> Any:
-        """Ask the endpoint; on any failure record ``llm_error`` and use the fallback.
+        """Ask the endpoint; on any failure account for it and use the fallback.
 
         Raises ``ValueError`` only when the legal actions are unknown (no list and no
         ``Discrete`` space), since then there is nothing to offer the model.
         """
-        self._last_error = None
+        self._account = None
         candidates = legal_actions if legal_actions is not None else discrete_actions(action_space)
         if not candidates:
             raise ValueError("the LLM worker needs legal actions or a Discrete action space")
+        usage = {"prompt_tokens": 0, "completion_tokens": 0}
         try:
-            reply = self._complete(self._messages(observation, candidates))
+            reply = self._complete(self._messages(observation, candidates), usage)
             action = parse_action(reply, candidates)
             if action is None:
-                raise LLMError(f"no legal action in the reply {reply[:200]!r}")
-            return action
+                raise LLMError("no_action", f"no legal action in the reply {reply[:200]!r}")
         except LLMError as exc:
-            self._last_error = str(exc)
-            log.warning("LLM call failed, using the %s fallback: %s", self.fallback, exc)
+            self._account = self._accounted("fallback", usage, exc)
+            if exc.reason not in self._warned:  # one warning per reason, not one per step
+                self._warned.add(exc.reason)
+                log.warning("LLM call failed (%s), using the %s fallback: %s; further %s "
+                            "failures are logged at debug level", exc.reason, self.fallback,
+                            exc, exc.reason)
+            else:
+                log.debug("LLM call failed (%s): %s", exc.reason, exc)
             return self._fallback(candidates, legal_actions, action_space)
+        self._account = self._accounted("model", usage, None)
+        return action
 
     def reply_fields(self) -> dict[str, Any]:
-        """``tokens`` always; ``llm_error`` when the last action came from the fallback."""
+        """``tokens`` and ``llm`` (see the module docstring); ``llm_error`` on a fallback."""
         fields: dict[str, Any] = {"tokens": dict(self.tokens)}
-        if self._last_error is not None:
-            fields["llm_error"] = self._last_error
+        if self._account is not None:
+            fields["llm"] = dict(self._account)
+            if self._account["error"] is not None:
+                fields["llm_error"] = self._account["error"]
         return fields
 
     # -- internals --
+
+    def _accounted(self, source: str, usage: dict[str, int], error: LLMError | None
+                   ) -> dict[str, Any]:
+        return {
+            "source": source,
+            "reason": error.reason if error is not None else None,
+            "http_status": error.status if error is not None else None,
+            "error": str(error) if error is not None else None,
+            "prompt_tokens": usage["prompt_tokens"],
+            "completion_tokens": usage["completion_tokens"],
+            "endpoint": self.url,
+        }
 
     def _describe(self, action: int) -> str:
         if 0 <= action < len(self.action_names):
@@ -178,7 +222,9 @@ class LLMPolicy(BasePolicy):
         system = self.system_prompt.replace("{env}", self.env_name)
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
-    def _complete(self, messages: list[dict[str, str]]) -> str:
+    def _complete(self, messages: list[dict[str, str]], usage: dict[str, int]) -> str:
+        """The completion's text; the request's token counts go to ``usage``. Raises
+        :class:`LLMError`."""
         body = json.dumps({
             "model": self.model, "messages": messages, "temperature": self.temperature,
             "max_tokens": self.max_tokens,
@@ -186,38 +232,33 @@ class LLMPolicy(BasePolicy):
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
         self.tokens["requests"] += 1
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read(MAX_BODY_BYTES)
-        except urllib.error.HTTPError as exc:
-            detail = exc.read(300).decode("utf-8", "replace") if exc.fp is not None else ""
-            raise LLMError(f"HTTP {exc.code} {exc.reason}: {detail.strip()[:200]}") from exc
-        except urllib.error.URLError as exc:
-            raise LLMError(f"request failed: {exc.reason}") from exc
-        except (TimeoutError, OSError) as exc:
-            raise LLMError(f"request failed: {type(exc).__name__}: {exc}") from exc
+            raw = post(self.url, body, headers, self.timeout, MAX_BODY_BYTES)
+        except RequestFailed as exc:
+            raise LLMError(exc.reason, str(exc), exc.status) from exc
         try:
             payload = json.loads(raw)
         except ValueError as exc:
-            raise LLMError(f"the response is not JSON: {raw[:200]!r}") from exc
-        self._count_usage(payload)
+            raise LLMError("bad_response", f"the response is not JSON: {raw[:200]!r}") from exc
+        self._count_usage(payload, usage)
         try:
             content = payload["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError) as exc:
-            raise LLMError(f"the response is not a chat completion: {raw[:200]!r}") from exc
+            raise LLMError("bad_response",
+                           f"the response is not a chat completion: {raw[:200]!r}") from exc
         if not isinstance(content, str):
-            raise LLMError(f"the completion has no text content: {content!r:.200}")
+            raise LLMError("bad_response", f"the completion has no text content: {content!r:.200}")
         return content
 
-    def _count_usage(self, payload: Any) -> None:
-        usage = payload.get("usage") if isinstance(payload, dict) else None
-        if not isinstance(usage, dict):
+    def _count_usage(self, payload: Any, usage: dict[str, int]) -> None:
+        counts = payload.get("usage") if isinstance(payload, dict) else None
+        if not isinstance(counts, dict):
             return
         for key in ("prompt_tokens", "completion_tokens"):
-            value = usage.get(key)
+            value = counts.get(key)
             if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                usage[key] = value
                 self.tokens[key] += value
         tokens = self.tokens
         tokens["total_tokens"] = tokens["prompt_tokens"] + tokens["completion_tokens"]
@@ -245,10 +286,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY",
                         help="name of the environment variable holding the API key")
     parser.add_argument("--timeout", type=float, default=30.0,
-                        help="seconds per socket operation of a request (default 30)")
+                        help="seconds for a whole request, connection to last byte (default 30)")
     parser.add_argument("--fallback", choices=FALLBACKS, default="random",
                         help="action used when the request fails or the reply has no legal "
-                             "action (default random, seeded by reset)")
+                             "action (default random, from the operator's seed stream)")
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--system-prompt", default=DEFAULT_SYSTEM_PROMPT,

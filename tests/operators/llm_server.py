@@ -2,7 +2,8 @@
 
 Each request to ``POST /v1/chat/completions`` takes the next scripted :class:`Reply` (or the
 default one when the script is empty): a normal completion with ``usage`` token counts, an HTTP
-error, a body that is not JSON, or a slow reply. Requests are recorded in ``requests``.
+error, a body that is not JSON, a slow reply, or a trickle (one byte of the answer, status line
+and headers included, every ``trickle`` seconds). Requests are recorded in ``requests``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class Reply:
     prompt_tokens: int = 10
     completion_tokens: int = 2
     raw: bytes | None = None
+    trickle: float = 0.0
 
 
 class _Server(ThreadingHTTPServer):
@@ -100,7 +102,9 @@ class LLMTestServer:
                 reply = server._next(body, dict(self.headers))
                 if reply.delay and server._stopping.wait(reply.delay):
                     return
-                if reply.raw is not None:
+                if reply.trickle:
+                    self._trickle(reply)
+                elif reply.raw is not None:
                     self._send(reply.status, reply.raw)
                 elif reply.status != 200:
                     self._send(reply.status, json.dumps({"error": {"message": reply.text}})
@@ -116,6 +120,20 @@ class LLMTestServer:
                                   "completion_tokens": reply.completion_tokens,
                                   "total_tokens": reply.prompt_tokens + reply.completion_tokens},
                     }).encode())
+
+            def _trickle(self, reply: Reply) -> None:
+                payload = json.dumps({"choices": [{"message": {"content": reply.text}}]})
+                answer = (f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                          f"Content-Length: {len(payload)}\r\n\r\n{payload}").encode()
+                self.close_connection = True
+                for index in range(len(answer)):
+                    try:
+                        self.wfile.write(answer[index:index + 1])
+                        self.wfile.flush()
+                    except OSError:  # the client gave up: what the test wants
+                        return
+                    if server._stopping.wait(reply.trickle):
+                        return
 
             def _send(self, status: int, payload: bytes) -> None:
                 try:

@@ -39,7 +39,8 @@ def test_a_child_that_exits_is_described_and_its_stderr_logged_and_kept(
     assert child.exit_cause() == "exit code 3"
     assert child.stderr_lines() == ["WARNING child: low on patience", "no level here"]
     logged = [(r.name, r.levelno, r.getMessage()) for r in caplog.records]
-    assert ("tests.child.exiter", logging.WARNING, "WARNING child: low on patience") in logged
+    # The level becomes the record's and is not repeated in the message.
+    assert ("tests.child.exiter", logging.WARNING, "child: low on patience") in logged
     assert ("tests.child.exiter", logging.INFO, "no level here") in logged
 
 

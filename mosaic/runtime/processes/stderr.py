@@ -19,7 +19,8 @@ class StderrReader:
     """Reads ``stream`` to its end on a daemon thread named ``<name>-stderr``, started at once.
 
     Each line goes to ``log`` at the level its first word names (mosaic's children start their
-    log lines with the level name), else at ``default_level``; the last ``keep`` lines stay for
+    log lines with the level name), without that word, since the parent's own log format shows
+    the level again; else as it is at ``default_level``. The last ``keep`` lines stay for
     :meth:`lines`. A pipe that breaks or is closed under the reader ends it quietly.
     """
 
@@ -49,7 +50,11 @@ class StderrReader:
                 text = raw.decode("utf-8", "replace").rstrip("\r\n")
                 with self._lock:
                     self._tail.append(text)
-                level = _LEVELS.get(text.split(" ", 1)[0], self._default_level)
-                self._log.log(level, "%s", text)
+                first, _, rest = text.partition(" ")
+                level = _LEVELS.get(first)
+                if level is None or not rest:
+                    self._log.log(self._default_level, "%s", text)
+                else:
+                    self._log.log(level, "%s", rest)
         except (OSError, ValueError):  # the pipe broke, or was closed during the reap
             pass
