@@ -8,7 +8,7 @@ answer ``--help``. They also accept MOSAIC's launcher flags (``--run-id --env-na
 (:mod:`mosaic.operators.dialect`); ``--dialect`` chooses it explicitly.
 
 ========================  ===========================================================
-``random_worker``         uniform random actions, seeded from the reset seed
+``random_worker``         uniform random actions, from the operator's seed (``--seed``)
 ``passive_worker``        the no-op action every step
 ``scripted_worker``       a user function ``module:function(observation, legal_actions)``
 ``rl_worker``             a greedy policy checkpoint (``.npz``, :mod:`mosaic.agents.policies`)

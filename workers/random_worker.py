@@ -1,9 +1,13 @@
-"""Random worker: uniform random actions, reproducible from the reset seed.
+"""Random worker: uniform random actions, reproducible from the operator's seed.
 
-``reset`` with a seed seeds both the environment and the action sampling, so the same seed gives
-the same actions and the same trajectory in any process. ``reset`` without a seed continues the
-current random stream (as Gymnasium environments do). Legal-action lists and action masks are
-honoured: the action is drawn uniformly from the legal actions.
+Started with ``--seed S`` (as Script and Manual mode start it), the action sampling comes from the
+operator's own stream: seeded from ``S`` at start and, at the *n*-th ``reset``, from a seed
+derived from ``S`` and *n*; the environment's reset seed plays no part, so two random operators
+on the same environment seed play differently, and the same ``S`` replays the same actions.
+Without ``--seed``, ``reset`` with a seed seeds both the environment and the action sampling, so
+the same seed gives the same actions and the same trajectory in any process; ``reset`` without a
+seed continues the current random stream (as Gymnasium environments do). Legal-action lists and
+action masks are honoured: the action is drawn uniformly from the legal actions.
 """
 
 from __future__ import annotations
@@ -67,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The worker's command line."""
     parser = argparse.ArgumentParser(
         prog="python -m workers.random_worker",
-        description="mosaic operator worker that acts uniformly at random (seeded by reset).",
+        description="mosaic operator worker that acts uniformly at random (seeded by --seed, "
+                    "else by reset).",
     )
     add_runtime_arguments(parser)
     return parser

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 # Purposes keep the streams of different component kinds apart.
-_ENVIRONMENT, _EPISODE, _BRAIN, _MUSCLE, _PHASE, _COPY, _EVALUATION = 0, 1, 2, 3, 4, 5, 6
+_ENVIRONMENT, _EPISODE, _BRAIN, _MUSCLE, _PHASE, _COPY, _EVALUATION, _OPERATOR = range(8)
 
 
 #: Seeds are unsigned 64-bit integers: what every seed mosaic derives fits, and what NumPy and
@@ -82,3 +82,15 @@ def evaluation_seed(seed: int) -> int:
     """Seed of the greedy instance of a muscle seeded with ``seed``, which plays the evaluation
     episodes: its random numbers leave the training instance's untouched."""
     return _derive(seed, _EVALUATION)
+
+
+def operator_seed(run_seed: int, operator_index: int) -> int:
+    """Seed of operator ``operator_index`` of an evaluation (Script or Manual mode): the
+    source of its own randomness, apart from every environment's seeds and other operators'."""
+    return _derive(run_seed, _OPERATOR, operator_index)
+
+
+def operator_episode_seed(seed: int, episode: int) -> int:
+    """Seed of the actions of an operator seeded with ``seed`` in its ``episode``-th episode
+    (0-based), whatever seed the environment is reset with."""
+    return _derive(seed, _OPERATOR, episode)

@@ -289,7 +289,9 @@ def test_build_command_per_operator_type(tmp_path: Path) -> None:
     batch = launcher.build_command(
         OperatorConfig.single_agent("op", "random", "w", "Op", "gymnasium", "CartPole-v1",
                                     {"episodes": 3, "seed": 9}), "r", interactive=False)
-    assert batch[-5:] == ["--batch", "--episodes", "3", "--seed", "9"]
+    assert batch[-5:] == ["--seed", "9", "--batch", "--episodes", "3"]
+    # The operator's own seed reaches an interactive worker too.
+    assert build("random", {"seed": 9})[-2:] == ["--seed", "9"]
     command = OperatorConfig.single_agent("op", "command", "w", "Op", "gymnasium", "X",
                                           command=["my-worker", "--fast"])
     assert launcher.build_command(command, "r") == ["my-worker", "--fast"]

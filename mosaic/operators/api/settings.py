@@ -29,7 +29,8 @@ __all__ = [
 #: Why some keys of an evaluation file's operator entry are not settings, for the hint.
 _MISPLACED_SETTINGS = {
     "env_kwargs": "env_kwargs belongs in the operator entry itself, next to env",
-    "seed": "seeds come from the top-level seeds list",
+    "seed": "episode seeds come from the top-level seeds list, and each operator's own seed "
+            "from the top-level seed and its position",
     "episodes": "episodes is a top-level key",
     "max_steps": "max_steps is a top-level key",
     "n_actions": "n_actions is for agent-mode workers; here the worker owns its environment",
@@ -53,7 +54,7 @@ class _CommonSettings(StrictModel):
 
 
 class RandomSettings(_CommonSettings):
-    """Settings of a ``random`` operator (actions are seeded by the episode seed)."""
+    """Settings of a ``random`` operator (actions come from the operator's own seed stream)."""
 
 
 class PassiveSettings(_CommonSettings):

@@ -6,7 +6,9 @@ operators run a third-party argv that speaks the protocol. The settings each typ
 
 =============  ====================================================================================
 every type     ``env_kwargs`` (dict), ``render_every`` (int), ``render_mode``, ``send_observations``
-               (bool), ``n_actions`` (int), ``log_level``, and in batch mode ``episodes``, ``seed``
+               (bool), ``n_actions`` (int), ``log_level``, ``seed`` (the operator's own seed,
+               ``--seed``: its actions' randomness; in batch mode also the first episode's
+               seed), and in batch mode ``episodes``
 ``passive``    ``noop_action``
 ``scripted``   ``policy`` (required: ``module:function``), ``reproducible`` (bool)
 ``rl``         ``checkpoint`` (required: path of an ``.npz``)
@@ -175,10 +177,10 @@ class OperatorLauncher:
             args += ["--n-actions", str(int(s["n_actions"]))]
         if s.get("log_level"):
             args += ["--log-level", str(s["log_level"])]
+        if s.get("seed") is not None:
+            args += ["--seed", str(int(s["seed"]))]
         if not interactive:
             args += ["--batch", "--episodes", str(int(s.get("episodes", 1)))]
-            if s.get("seed") is not None:
-                args += ["--seed", str(int(s["seed"]))]
         return args
 
     def _build_random_command(self, config: OperatorConfig, run_id: str) -> list[str]:

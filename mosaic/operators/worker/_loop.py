@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
+from mosaic.core.seeding import operator_episode_seed
 from mosaic.operators import dialect as d
 from mosaic.operators import protocol as p
 from mosaic.operators.worker._games import game_action_space
@@ -41,6 +42,13 @@ class InteractiveRuntime:
     the ``ready`` reply, every N-th step and the last step of an episode carry a
     ``render_payload``. With ``send_observations`` the observation is in ``ready`` and ``step``.
 
+    ``operator_seed`` (``--seed``) is the operator's own seed: the policy is seeded from it at
+    start, and at the *n*-th ``reset`` with ``operator_episode_seed(operator_seed, n)``
+    (:mod:`mosaic.core.seeding`), so its actions never depend on the environment's seed and
+    two operators with their own seeds never play alike. Without it, the policy is seeded with
+    each ``reset``'s seed (reproducible from the reset seed, as a driver that gives no operator
+    seed expects).
+
     ``stdin``/``stdout`` are binary streams (default: the process's). :meth:`serve` returns the
     exit code; every exception from the policy or the environment becomes an ``error`` reply.
 
@@ -61,6 +69,7 @@ class InteractiveRuntime:
         render_every: int = 0,
         send_observations: bool = False,
         agent_action_space: Any = None,
+        operator_seed: int | None = None,
         stdin: BinaryIO | None = None,
         stdout: BinaryIO | None = None,
         dialect: str = d.NATIVE,
@@ -74,6 +83,9 @@ class InteractiveRuntime:
         self.render_every = render_every
         self.send_observations = send_observations
         self.agent_action_space = agent_action_space
+        self.operator_seed = operator_seed
+        if operator_seed is not None:  # selector mode may never send reset
+            policy.reset(operator_episode_seed(operator_seed, 0))
         self._in = stdin if stdin is not None else sys.stdin.buffer
         self._out = stdout if stdout is not None else sys.stdout.buffer
         self.dialect = dialect
@@ -254,8 +266,11 @@ class InteractiveRuntime:
             command, p.RESP_READY, run_id=self.run_id, env_id=self.env_id, seed=seed,
             observation_shape=None, reproducible=bool(getattr(self.policy, "reproducible", False)),
         )
-        self.policy.reset(seed)
         self._episode += 1
+        if self.operator_seed is None:
+            self.policy.reset(seed)
+        else:
+            self.policy.reset(operator_episode_seed(self.operator_seed, self._episode))
         if self.env is None:
             return [reply]
         self._obs, self._info = self.env.reset(seed=seed)

@@ -129,7 +129,9 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
                        help="run --episodes episodes without reading commands")
     group.add_argument("--episodes", type=int, default=1, help="episodes in --batch mode")
     group.add_argument("--seed", type=int, default=None,
-                       help="first seed in --batch mode (episode i uses seed + i)")
+                       help="the operator's own seed: its actions' randomness comes from it, not "
+                            "from the environment's reset seed (also the first seed in --batch "
+                            "mode: episode i uses seed + i)")
     group.add_argument("--log-level", default=os.environ.get("MOSAIC_WORKER_LOG_LEVEL", "INFO"),
                        help="stderr log level (default INFO)")
     group.add_argument("--dialect", choices=DIALECTS, default=None,

@@ -113,7 +113,8 @@ def run_worker(name: str, args: argparse.Namespace, make_policy: Callable[[], An
         runtime = InteractiveRuntime(
             policy, env=env, env_id=args.env_id, run_id=args.run_id, max_steps=args.max_steps,
             render_every=args.render_every, send_observations=args.send_observations,
-            agent_action_space=agent_space, stdout=out, dialect=args.dialect, worker=name,
+            agent_action_space=agent_space, operator_seed=args.seed, stdout=out,
+            dialect=args.dialect, worker=name,
         )
         log.debug("%s ready (pid %d)", name, os.getpid())
         if args.batch:
