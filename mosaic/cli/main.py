@@ -13,6 +13,7 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import click
 
@@ -21,6 +22,8 @@ from mosaic.cli.evaluate import evaluate, manual
 from mosaic.cli.keys import keys
 from mosaic.cli.results import export, plot
 from mosaic.core.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_SIGNAL
+
+log = logging.getLogger(__name__)
 
 
 class _Stopped(BaseException):
@@ -115,11 +118,27 @@ def experiment_start(file: str, store: str | None, jobs: int, quiet: bool, verbo
         }))
     if not quiet:
         click.echo("")
-        click.echo(format_summary(results, experiment.store_shown))
+        click.echo(format_summary(results, experiment.store_shown,
+                                  _fallbacks(experiment.store_target, results)))
     if execution.cancelled_by is not None:
         click.echo("mosaic: cancelled; every step taken so far is stored.", err=True)
         sys.exit(EXIT_SIGNAL.get(execution.cancelled_by, EXIT_FAILED))
     sys.exit(EXIT_OK if results and all(r.status == "finished" for r in results) else EXIT_FAILED)
+
+
+def _fallbacks(store: Any, results: list[Any]) -> dict[str, tuple[int, float]]:
+    """Actions and LLM fallbacks per run, from the store (empty if it cannot be read)."""
+    from mosaic.core.errors import StoreError
+    from mosaic.store import open_store
+
+    if not results:
+        return {}
+    try:
+        with open_store(store) as reader:
+            return reader.metric_totals("llm.fallback", *(r.uid for r in results))
+    except StoreError as error:
+        log.debug("no fallback counts for the summary: %s", error)
+        return {}
 
 
 @cli.command("experiment-check")

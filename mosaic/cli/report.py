@@ -55,8 +55,13 @@ def format_run_line(result: RunResult) -> str:
     return line
 
 
-def format_summary(results: list[RunResult], store_path: str) -> str:
-    """The table at the end of ``mosaic experiment-start``."""
+def format_summary(results: list[RunResult], store_path: str,
+                   fallbacks: dict[str, tuple[int, float]] | None = None) -> str:
+    """The table at the end of ``mosaic experiment-start``.
+
+    ``fallbacks`` (run uid -> actions accounted, fallbacks; from the ``llm.fallback`` metric)
+    adds a line per run whose operators account for LLM calls.
+    """
     paths = list(dict.fromkeys(path for r in results for path in r.params))
     headers = ("run", "seed", *paths, "status", "episodes", "steps",
                f"mean return (last {RECENT_EPISODES})", "wall time", "steps/s", "digest")
@@ -74,6 +79,11 @@ def format_summary(results: list[RunResult], store_path: str) -> str:
     total_steps = sum(r.steps for r in results)
     total_episodes = sum(r.episodes for r in results)
     lines.append("")
+    for r in results:
+        if fallbacks and r.uid in fallbacks:
+            actions, fell_back = fallbacks[r.uid]
+            lines.append(f"LLM fallbacks: {r.uid}: {int(fell_back)} of {actions} actions "
+                         f"(metric llm.fallback)")
     lines.append(f"{len(results)} run(s), {total_episodes} episodes, {total_steps:,} steps.")
     lines.append(f"Results: {store_path}")
     lines.append(f"  mosaic runs list --store {store_path}")

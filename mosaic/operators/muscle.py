@@ -36,10 +36,11 @@ operator of its own (one worker each); with several slots their ids are ``<id>.<
 
 Other keys of ``params``: ``timeout`` (seconds per operator call: 30 for ``llm`` workers, else
 10), ``start_timeout`` (seconds to start a worker and get its ``agent_ready``, default 10),
-``stop_timeout`` (seconds to stop a worker, default 3) and ``noop_action`` (the action used when
-the operator answers ``None``). Keys it does not know are ignored, since an agent's ``params`` are
-shared with its brain; unknown keys inside ``operator`` are errors. Keep ``timeout`` below the
-experiment's ``timeouts.step`` so that the operator's own error, not a step timeout, ends the run.
+``stop_timeout`` (seconds to stop a worker, default 3), ``noop_action`` (the action used when
+the operator answers ``None``) and ``max_fallback_fraction`` (default 0.5; see below). Keys it
+does not know are ignored, since an agent's ``params`` are shared with its brain; unknown keys
+inside ``operator`` are errors. Keep ``timeout`` below the experiment's ``timeouts.step`` so that
+the operator's own error, not a step timeout, ends the run.
 
 The params are checked when the experiment file is loaded (``mosaic experiment-check``), so that a
 bad one is reported with the file, line and key path and nothing starts; the models are in
@@ -52,6 +53,14 @@ Failure: whatever goes wrong in an operator (a worker that times out, exits, sen
 answers ``error``; an in-process operator that raises; an action outside the slot's action space)
 is raised as :class:`OperatorError`, which names the operator and the cause. Raised from
 :meth:`~OperatorMuscle.act`, it fails the run with that message.
+
+LLM accounting: a worker whose replies carry an ``llm`` account (the ``llm`` worker; see
+:mod:`mosaic.operators.llm_accounting`) has each action's account reported as metrics
+(``llm.fallback``, ``llm.prompt_tokens``, ``llm.completion_tokens`` and, on a fallback,
+``llm.fallback.<reason>``) in the run's ``metrics`` table. At the end of every episode, an operator
+whose share of fallback actions so far is above ``max_fallback_fraction`` fails the run with an
+:class:`OperatorError` that names the endpoint and the first error. Teardown logs each LLM
+operator's tally.
 
 Why one file of this length: most of it is this documentation of the params, which is what a
 user reads; the code is the muscle and the two ways it builds an operator for a slot.
@@ -81,6 +90,12 @@ from mosaic.operators.api.operator import (
 )
 from mosaic.operators.driver.handle import OperatorProcessHandle
 from mosaic.operators.driver.launcher import OperatorLauncher
+from mosaic.operators.llm_accounting import (
+    DEFAULT_MAX_FALLBACK_FRACTION,
+    FallbackTally,
+    account_metrics,
+    account_of,
+)
 from mosaic.operators.worker.runtime import noop_action
 
 if TYPE_CHECKING:
@@ -136,6 +151,8 @@ class _AgentWorker(NamedOperator):
         self._player_id = player_id
         self._timeout = timeout
         self.tokens: Mapping[str, Any] | None = None
+        #: The ``llm`` account of the last action, if the worker sent one.
+        self.account: dict[str, Any] | None = None
 
     def start(self, env_name: str | None, task: str | None, settings: Mapping[str, Any],
               timeout: float) -> None:
@@ -152,6 +169,7 @@ class _AgentWorker(NamedOperator):
         tokens = reply.get("tokens")
         if isinstance(tokens, Mapping):
             self.tokens = tokens
+        self.account = account_of(reply)
         return reply["action"]
 
     def on_step_result(self, observation: Any, action: Any, reward: float, terminated: bool,
@@ -172,6 +190,7 @@ class _Lane:
     episode: int = -1
     steps: int = 0
     total_reward: float = 0.0
+    llm: FallbackTally | None = None
 
     def error(self, phase: str, error: BaseException) -> OperatorError:
         description = self.description
@@ -202,6 +221,7 @@ class OperatorMuscle(Muscle):
         self._noop: Any = None
         self._has_noop = False
         self._stop_timeout = 0.0  # set by setup before any worker starts
+        self._max_fallbacks = DEFAULT_MAX_FALLBACK_FRACTION
 
     @classmethod
     def params_model(cls) -> type[BaseModel]:
@@ -225,6 +245,7 @@ class OperatorMuscle(Muscle):
         spec = params.operator
         self._stop_timeout = params.stop_timeout
         self._has_noop, self._noop = params.has_noop, params.noop_action
+        self._max_fallbacks = params.max_fallback_fraction
         slots = sorted(context.slots.items())
         try:
             for uid, slot in slots:
@@ -313,6 +334,8 @@ class OperatorMuscle(Muscle):
             action = lane.operator.select_action(observation, legal)
         except Exception as error:
             raise lane.error(f"select an action for slot {slot!r}", error) from error
+        if lane.worker is not None and lane.worker.account is not None:
+            self._account(lane, lane.worker.account)
         if action is None:
             action = self._noop_for(lane, legal)
         else:
@@ -322,6 +345,13 @@ class OperatorMuscle(Muscle):
                     f"it chose {action!r}, which is not in the action space {space}"))
         lane.last_action = action
         return action
+
+    def _account(self, lane: _Lane, account: Mapping[str, Any]) -> None:
+        if lane.llm is None:
+            lane.llm = FallbackTally()
+        lane.llm.add(account)
+        for name, value in account_metrics(account):
+            self.context.log_metric(name, value)
 
     def _noop_for(self, lane: _Lane, legal: list[int] | None) -> Any:
         if self._has_noop:
@@ -337,7 +367,8 @@ class OperatorMuscle(Muscle):
         """Forward the outcome to ``on_step_result`` (and ``on_episode_end`` at the end).
 
         Returns None: an operator sends no experience to the brain. Raises OperatorError when
-        a hook raises.
+        a hook raises, and at the end of an episode when the operator's share of LLM fallback
+        actions so far is above ``max_fallback_fraction``.
         """
         lane = self._lanes[slot]
         lane.steps += 1
@@ -351,6 +382,10 @@ class OperatorMuscle(Muscle):
                     hook(EpisodeSummary(max(lane.episode, 0), lane.total_reward, lane.steps))
         except Exception as error:
             raise lane.error("take the step result", error) from error
+        if (terminated or truncated) and lane.llm is not None and lane.llm.exceeds(
+                self._max_fallbacks):
+            raise lane.error("act from its model", MosaicError(
+                lane.llm.failure(self._max_fallbacks)))
         return None
 
     def teardown(self) -> None:
@@ -363,7 +398,9 @@ class OperatorMuscle(Muscle):
                 worker.handle.stop(self._stop_timeout)
             except Exception:  # teardown must reach every worker
                 log.exception("operator %s: stopping its worker failed", lane.operator.id)
-            if worker.tokens:
+            if lane.llm is not None:
+                log.info("operator %s: %s", lane.operator.id, lane.llm.describe())
+            elif worker.tokens:
                 log.info("operator %s: %s", lane.operator.id,
                          ", ".join(f"{k} {v}" for k, v in worker.tokens.items()))
 

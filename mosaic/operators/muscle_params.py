@@ -32,6 +32,7 @@ from mosaic.core.config_problems import (
 from mosaic.core.errors import MosaicError
 from mosaic.operators.api.config import OPERATOR_TYPES
 from mosaic.operators.api.settings import SETTINGS_MODELS
+from mosaic.operators.llm_accounting import DEFAULT_MAX_FALLBACK_FRACTION
 
 __all__ = [
     "BUILTIN_OPERATORS",
@@ -223,6 +224,10 @@ class OperatorMuscleParams(BaseModel):
     start_timeout: Seconds = DEFAULT_START_TIMEOUT_S
     stop_timeout: Seconds = DEFAULT_STOP_TIMEOUT_S
     noop_action: Any = None
+    max_fallback_fraction: Annotated[
+        float, Field(ge=0, le=1, description="a number from 0 to 1 (the share of actions that "
+                                             "may come from an LLM worker's fallback)"),
+    ] = DEFAULT_MAX_FALLBACK_FRACTION
 
     @model_validator(mode="before")
     @classmethod

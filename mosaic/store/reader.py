@@ -332,6 +332,18 @@ class Store:
         with self._reading() as conn:
             return metric_names(conn, list(selected))
 
+    def metric_totals(self, name: str, *runs: str | int) -> dict[str, tuple[int, float]]:
+        """For each run named (uid or id) that recorded metric ``name``: how many values it
+        recorded and their sum (``llm.fallback``: actions accounted and fallbacks)."""
+        selected = self.select_runs(*runs)
+        table = schema.metrics
+        query = (sa.select(table.c.run_id, sa.func.count(), sa.func.sum(table.c.value))
+                 .where(table.c.name == name, table.c.run_id.in_(list(selected)))
+                 .group_by(table.c.run_id))
+        with self._reading() as conn:
+            return {selected[row[0]]: (int(row[1]), float(row[2] or 0.0))
+                    for row in conn.execute(query)}
+
     def _iter_steps(self, query: sa.Select[Any], decode: Decode) -> Iterator[StepRecord]:
         with self._reading() as conn:
             result = conn.execution_options(yield_per=1000).execute(query)

@@ -126,6 +126,8 @@ def test_step_reset_and_quit_in_a_terminal(terminal: Terminal, tmp_path: Path) -
     assert "episode 1 (seed 5)  step 0  (ready)" in screen
     screen = terminal.command("r 7")
     assert "[passive]  episode 2 (seed 7)  step 0" in screen
+    terminal.command("s")
+    assert "[passive]  episode 2 (seed 7)  step 2" in terminal.command("s")
 
     assert "Reset All" in terminal.command("h")
     assert "unknown command 'x'" in terminal.command("x")
@@ -141,13 +143,19 @@ def test_step_reset_and_quit_in_a_terminal(terminal: Terminal, tmp_path: Path) -
     kinds = [record["kind"] for record in lines]
     assert kinds[0] == "run" and kinds[-1] == "run_end"
     passive_steps = [r for r in lines if r["kind"] == "step" and r["operator"] == "passive"]
-    assert [r["step_index"] for r in passive_steps] == list(range(6))
-    assert kinds.count("episode") == 2
-    assert {r["seed"] for r in lines if r["kind"] == "step"} == {42}
-    # episode 1 (seed 5) was reset away by "r 7" before any step
-    abandoned = [(r["operator"], r["episode"], r["seed"]) for r in lines
-                 if r["kind"] == "episode_abandoned"]
-    assert abandoned == [("random", 1, 5), ("passive", 1, 5)]
+    assert [(r["episode"], r["step_index"]) for r in passive_steps] == [
+        *((0, i) for i in range(6)), (2, 0), (2, 1)]
+    assert kinds.count("episode") in (2, 3)  # the random walk may fall in a hole at once
+    assert {r["seed"] for r in lines if r["kind"] == "step"} == {42, 7}
+    # episode 1 (seed 5) was reset away by "r 7" before any step; episode 2 was cut short by
+    # q after two steps, and is recorded as the partial episode it is
+    abandoned = [(r["operator"], r["episode"], r["seed"], r["ended_by"], r["length"])
+                 for r in lines if r["kind"] == "episode_abandoned"]
+    assert abandoned[:2] == [("random", 1, 5, "reset", 0), ("passive", 1, 5, "reset", 0)]
+    assert ("passive", 2, 7, "quit", 2) in abandoned[2:]  # always left: still on the lake
+    random_ended = [r for r in lines if r["kind"] == "episode" and r["episode"] == 2]
+    assert len(abandoned) + len(random_ended) == 4
+    assert kinds[-2:] == ["episode_abandoned", "run_end"]
 
 
 def test_end_of_input_quits_and_stops_the_workers(terminal: Terminal) -> None:

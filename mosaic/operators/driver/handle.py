@@ -15,7 +15,9 @@ Failures are told apart:
 * :class:`~mosaic.core.errors.WorkerProtocolError`: a line that is not valid JSON or not a valid
   reply;
 * :class:`WorkerReplyError`: the worker answered ``error`` (only when the caller did not ask to get
-  error replies back as dicts).
+  error replies back as dicts);
+* :class:`MissingEpisodeEnd` (a ``WorkerProtocolError``): a ``step`` reply ended the episode but
+  no ``episode_end`` followed within the step's timeout; the step reply is on the exception.
 
 Request ids: :meth:`OperatorProcessHandle.send` adds an ``id``;
 :meth:`~OperatorProcessHandle.request` returns the reply to that request and drops late replies
@@ -60,7 +62,7 @@ from mosaic.operators.driver._routing import NEITHER_DIALECT, ReplyRouter
 from mosaic.runtime.processes.child import ChildProcess
 from mosaic.runtime.processes.stop import KILLED, UNREAPED, StopSchedule, stop_in_order
 
-__all__ = ["OperatorProcessHandle", "WorkerReplyError"]
+__all__ = ["MissingEpisodeEnd", "OperatorProcessHandle", "WorkerReplyError"]
 
 log = logging.getLogger("mosaic.operators.driver.handle")
 
@@ -78,6 +80,22 @@ class WorkerReplyError(WorkerError):
         self.message = message
         self.reply = reply
         super().__init__(f"worker {operator_id} answered with an error: {message}")
+
+
+class MissingEpisodeEnd(WorkerProtocolError):
+    """A ``step`` reply ended the episode, and no ``episode_end`` followed in time.
+
+    ``step`` is that step reply: the step was taken, and a driver can still record it.
+    """
+
+    def __init__(self, operator_id: str, step: dict[str, Any], timeout: float) -> None:
+        how = "terminated" if step.get("terminated") else "truncated"
+        super().__init__(operator_id, repr(step),
+                         f"its step reply ended the episode ({how}) but no episode_end "
+                         f"followed within {timeout:.2f} s")
+        self.step = step
+        self.args = (f"worker {operator_id} sent a step reply that ended the episode ({how}) "
+                     f"but no episode_end within {timeout:.2f} s",)
 
 
 class OperatorProcessHandle:
@@ -268,13 +286,17 @@ class OperatorProcessHandle:
 
     def step(self, timeout: float = 5.0) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """One ``step``; returns the ``step`` reply and, if it ended the episode, the
-        ``episode_end`` reply that follows it (else None). ``timeout`` bounds both."""
+        ``episode_end`` reply that follows it (else None). ``timeout`` bounds both; a missing
+        ``episode_end`` raises :class:`MissingEpisodeEnd`."""
         deadline = time.monotonic() + timeout
         request_id = self.send({"cmd": p.CMD_STEP}, timeout=timeout)
         step = self._expect(self._await(request_id, deadline, timeout, False), p.RESP_STEP)
         if not (step["terminated"] or step["truncated"]):
             return step, None
-        end = self._await(request_id, deadline, timeout, False)
+        try:
+            end = self._await(request_id, deadline, timeout, False)
+        except WorkerTimeout:
+            raise MissingEpisodeEnd(self.operator_id, step, timeout) from None
         return step, self._expect(end, p.RESP_EPISODE_END)
 
     def ping(self, timeout: float = 5.0) -> float:

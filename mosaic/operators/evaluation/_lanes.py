@@ -18,7 +18,13 @@ from mosaic.core.errors import (
     WorkerProtocolError,
     WorkerTimeout,
 )
+from mosaic.operators.driver.handle import MissingEpisodeEnd
 from mosaic.operators.evaluation._results import EpisodeResult, OperatorFailure, OperatorResult
+from mosaic.operators.llm_accounting import (
+    DEFAULT_MAX_FALLBACK_FRACTION,
+    FallbackTally,
+    account_of,
+)
 from mosaic.runtime.processes.child import describe_exit
 
 if TYPE_CHECKING:
@@ -41,10 +47,18 @@ class Lane:
     stops the worker; no worker error escapes a lane. A lane is used by one thread at a time.
     The episode ends on the worker's ``episode_end``, on a ``step`` flagged terminated or
     truncated, or after ``operator_config.max_steps`` steps.
+
+    Replies with an ``llm`` account (:mod:`mosaic.operators.llm_accounting`) are tallied in
+    ``result.llm``; at the end of an episode, an operator whose share of fallback actions so
+    far is above ``max_fallback_fraction`` fails (cause ``fallbacks``).
     """
 
-    def __init__(self, operator_config: Any, timeouts: TimeoutsSpec) -> None:
+    def __init__(self, operator_config: Any, timeouts: TimeoutsSpec,
+                 max_fallback_fraction: float = DEFAULT_MAX_FALLBACK_FRACTION) -> None:
         self.config = operator_config
+        self.max_fallback_fraction = max_fallback_fraction
+        #: The LLM accounts of the current episode (None before its first accounted step).
+        self.episode_llm: FallbackTally | None = None
         self.operator_id: str = operator_config.operator_id
         self.label: str = operator_config.display_name or self.operator_id
         self.timeouts = timeouts
@@ -92,6 +106,7 @@ class Lane:
         self.episode_index, self.seed = episode_index, seed
         self.in_episode, self.steps, self.episode_reward = False, 0, 0.0
         self.last_step = None
+        self.episode_llm = None
         try:
             ready = self.handle.reset(seed, timeout=self.timeouts.reset)
         except WorkerError as exc:
@@ -107,30 +122,14 @@ class Lane:
             return False
         try:
             reply, end = self.handle.step(timeout=self.timeouts.step)
+        except MissingEpisodeEnd as exc:  # the step was taken: record it, then the failure
+            self._record_step(exc.step)
+            self._fail("episode_end", exc, self.timeouts.step)
+            return False
         except WorkerError as exc:
             self._fail("step", exc, self.timeouts.step)
             return False
-        step_index = reply.get("step_index", self.steps)
-        self.steps += 1
-        reward = reply.get("reward", 0.0)
-        self.episode_reward = reply.get("episode_reward", self.episode_reward + reward)
-        self.last_step = reply
-        if reply.get("render_payload") is not None:
-            self.last_render = reply["render_payload"]
-        self._write(
-            {
-                "kind": "step",
-                "operator": self.operator_id,
-                "episode": self.episode_index,
-                "seed": self.seed,
-                "step_index": step_index,
-                "action": reply.get("action"),
-                "reward": reward,
-                "terminated": reply.get("terminated", False),
-                "truncated": reply.get("truncated", False),
-                "episode_reward": self.episode_reward,
-            }
-        )
+        self._record_step(reply)
         max_steps = self.config.max_steps
         if end is not None or reply.get("terminated") or reply.get("truncated"):
             # The step flags end the episode even without an ``episode_end`` line.
@@ -138,6 +137,41 @@ class Lane:
         elif max_steps and self.steps >= max_steps:
             self._finish({}, reply, "max_steps")
         return True
+
+    def _record_step(self, reply: Mapping[str, Any]) -> None:
+        step_index = reply.get("step_index", self.steps)
+        self.steps += 1
+        reward = reply.get("reward", 0.0)
+        self.episode_reward = reply.get("episode_reward", self.episode_reward + reward)
+        self.last_step = dict(reply)
+        if reply.get("render_payload") is not None:
+            self.last_render = reply["render_payload"]
+        record = {
+            "kind": "step",
+            "operator": self.operator_id,
+            "episode": self.episode_index,
+            "seed": self.seed,
+            "step_index": step_index,
+            "action": reply.get("action"),
+            "reward": reward,
+            "terminated": reply.get("terminated", False),
+            "truncated": reply.get("truncated", False),
+            "episode_reward": self.episode_reward,
+        }
+        account = account_of(reply)
+        if account is not None:
+            for tally in self._tallies():
+                tally.add(account)
+            account.pop("endpoint", None)  # in every reply; the tally keeps it once
+            record["llm"] = account
+        self._write(record)
+
+    def _tallies(self) -> tuple[FallbackTally, FallbackTally]:
+        if self.result.llm is None:
+            self.result.llm = FallbackTally()
+        if self.episode_llm is None:
+            self.episode_llm = FallbackTally()
+        return self.result.llm, self.episode_llm
 
     def _finish(self, end: Mapping[str, Any], reply: Mapping[str, Any], ended_by: str) -> None:
         truncated = bool(end.get("truncated", reply.get("truncated", False)))
@@ -154,19 +188,24 @@ class Lane:
         self.result.episodes.append(episode)
         self.last_episode = episode
         self.in_episode = False
-        self._write(
-            {
-                "kind": "episode",
-                "operator": episode.operator_id,
-                "episode": episode.episode_index,
-                "seed": episode.seed,
-                "total_reward": episode.total_reward,
-                "length": episode.length,
-                "terminated": episode.terminated,
-                "truncated": episode.truncated,
-                "ended_by": ended_by,
-            }
-        )
+        record = {
+            "kind": "episode",
+            "operator": episode.operator_id,
+            "episode": episode.episode_index,
+            "seed": episode.seed,
+            "total_reward": episode.total_reward,
+            "length": episode.length,
+            "terminated": episode.terminated,
+            "truncated": episode.truncated,
+            "ended_by": ended_by,
+        }
+        if self.episode_llm is not None:
+            record["llm"] = self.episode_llm.counts()
+        self._write(record)
+        run_llm = self.result.llm
+        if run_llm is not None and run_llm.exceeds(self.max_fallback_fraction):
+            detail = run_llm.failure(self.max_fallback_fraction)
+            self._record_failure("fallbacks", "fallbacks", detail, self.stop())
 
     def _fail(self, phase: str, exc: WorkerError, timeout: float) -> None:
         exit_code: int | None = None
@@ -180,6 +219,9 @@ class Lane:
         elif isinstance(exc, WorkerTimeout):
             cause = "timeout"
             detail = f"its worker sent no reply within {timeout:g} s (the {phase} timeout)"
+        elif isinstance(exc, MissingEpisodeEnd):
+            cause = "protocol"
+            detail = str(exc).replace(f"worker {self.operator_id} sent", "its worker sent", 1)
         elif isinstance(exc, WorkerProtocolError):
             cause = "protocol"
             detail = f"its worker sent a malformed reply: {exc}"
@@ -196,6 +238,11 @@ class Lane:
     def _record_failure(self, phase: str, cause: str, detail: str, exit_code: int | None) -> None:
         if phase == "launch":
             where = "to launch"
+        elif phase == "fallbacks":
+            where = f"after episode {self.episode_index} (seed {self.seed})"
+        elif phase == "episode_end":
+            where = (f"after step {self.steps - 1} of episode {self.episode_index} "
+                     f"(seed {self.seed})")
         elif phase == "step":
             where = f"during step {self.steps} of episode {self.episode_index} (seed {self.seed})"
         else:
@@ -211,7 +258,8 @@ class Lane:
             message=message,
             episode_index=self.episode_index,
             seed=self.seed,
-            step_index=self.steps if phase == "step" else None,
+            step_index=(self.steps if phase == "step"
+                        else self.steps - 1 if phase == "episode_end" else None),
             exit_code=exit_code,
         )
         self.result.failure = failure

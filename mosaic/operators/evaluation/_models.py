@@ -12,7 +12,9 @@ import numpy as np
 from pydantic import Field, PrivateAttr
 
 from mosaic.core.config_problems import StrictModel
+from mosaic.core.seeding import operator_seed
 from mosaic.operators.api.config import OPERATOR_TYPES
+from mosaic.operators.llm_accounting import DEFAULT_MAX_FALLBACK_FRACTION
 
 NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
 _NAME = "made of letters, digits, '_', '-' and '.', starting with a letter, digit or '_'"
@@ -73,6 +75,10 @@ class EvaluationConfig(StrictModel):
     episodes: Annotated[
         int | None, Field(ge=1, description="a whole number >= 1 (episodes per operator)")
     ] = None
+    seed: Annotated[
+        int | None,
+        Field(ge=0, lt=2**64, description="a whole number >= 0 (the evaluation's own seed)"),
+    ] = None
     environment_mode: Annotated[
         Literal["procedural", "fixed"],
         Field(description="procedural (a new seed each episode) or fixed (one seed always)"),
@@ -84,6 +90,11 @@ class EvaluationConfig(StrictModel):
         int, Field(ge=0, description="a whole number >= 0 (steps per episode; 0: no limit)")
     ] = 0
     timeouts: TimeoutsSpec = TimeoutsSpec()
+    max_fallback_fraction: Annotated[
+        float,
+        Field(ge=0, le=1, description="a number from 0 to 1 (the share of an LLM operator's "
+                                      "actions that may come from its fallback)"),
+    ] = DEFAULT_MAX_FALLBACK_FRACTION
     telemetry: Annotated[
         str | None, Field(min_length=1, description="a directory or a .jsonl file path")
     ] = None
@@ -116,6 +127,19 @@ class EvaluationConfig(StrictModel):
             return self.seeds[episode_index]
         sequence = np.random.SeedSequence(entropy=list(self.seeds), spawn_key=(episode_index,))
         return int(sequence.generate_state(1, dtype=np.uint32)[0])
+
+    @property
+    def run_seed(self) -> int:
+        """The evaluation's own seed: ``seed``, else one derived from the list of ``seeds``."""
+        if self.seed is not None:
+            return self.seed
+        sequence = np.random.SeedSequence(entropy=list(self.seeds))
+        return int(sequence.generate_state(1, dtype=np.uint32)[0])
+
+    def operator_seed(self, operator_index: int) -> int:
+        """The seed of operator ``operator_index``'s own randomness (its actions), derived from
+        :attr:`run_seed` and its position in the file, never from the environment's seeds."""
+        return operator_seed(self.run_seed, operator_index)
 
     def episode_seeds(self) -> list[int]:
         """The seed of every episode, in order."""

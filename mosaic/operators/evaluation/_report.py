@@ -13,11 +13,15 @@ def _number(value: float, digits: int = 2) -> str:
 
 
 def format_comparison_table(result: ScriptResult) -> str:
-    """A plain-text table: operator, episodes done, mean and std return, mean length, failures.
+    """A plain-text table: operator, episodes done, mean and std return, mean length, LLM
+    fallbacks (``fallbacks/actions`` for operators whose replies account for them, else ``-``),
+    failures.
 
-    Failed operators are listed under the table with their messages.
+    Operators with fallbacks are explained under the table (reasons, tokens), then failed
+    operators with their messages.
     """
-    header = ("operator", "episodes", "mean return", "std return", "mean length", "failures")
+    header = ("operator", "episodes", "mean return", "std return", "mean length", "fallbacks",
+              "failures")
     rows = [header]
     for op in result.operators.values():
         name = op.operator_id
@@ -30,6 +34,7 @@ def format_comparison_table(result: ScriptResult) -> str:
                 _number(op.mean_return),
                 _number(op.std_return),
                 _number(op.mean_length, 1),
+                f"{op.llm.fallbacks}/{op.llm.actions}" if op.llm is not None else "-",
                 "1" if op.failed else "0",
             )
         )
@@ -42,6 +47,10 @@ def format_comparison_table(result: ScriptResult) -> str:
 
     out = [line(rows[0]), "  ".join("-" * w for w in widths)]
     out += [line(row) for row in rows[1:]]
+    for op in result.operators.values():
+        if op.llm is not None and op.llm.fallbacks:
+            out.append(f"llm {op.operator_id}: {op.llm.describe()}; first error: "
+                       f"{op.llm.first_error}")
     for failure in result.failures:
         out.append(f"failed: {failure.message}")
     return "\n".join(out)

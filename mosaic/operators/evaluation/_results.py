@@ -7,6 +7,8 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mosaic.operators.llm_accounting import FallbackTally
+
 
 @dataclass(frozen=True)
 class EpisodeResult:
@@ -24,9 +26,13 @@ class EpisodeResult:
 
 @dataclass(frozen=True)
 class OperatorFailure:
-    """Why an operator stopped early. ``cause`` is one of ``crashed`` (the worker exited),
-    ``timeout`` (silent past its timeout), ``protocol`` (a malformed reply), ``error`` (an
-    ``error`` reply) or ``launch`` (the worker could not be started)."""
+    """Why an operator stopped early.
+
+    ``phase`` is ``launch``, ``reset``, ``step``, ``episode_end`` (no ``episode_end`` followed
+    the step that ended an episode) or ``fallbacks``. ``cause`` is one of ``crashed`` (the
+    worker exited), ``timeout`` (silent past its timeout), ``protocol`` (a malformed reply),
+    ``error`` (an ``error`` reply), ``launch`` (the worker could not be started) or
+    ``fallbacks`` (too many of its actions came from an LLM fallback)."""
 
     operator_id: str
     phase: str
@@ -46,6 +52,8 @@ class OperatorResult:
     display_name: str
     episodes: list[EpisodeResult] = field(default_factory=list)
     failure: OperatorFailure | None = None
+    #: Where its actions came from, for an operator whose replies carry an ``llm`` account.
+    llm: FallbackTally | None = None
 
     @property
     def failed(self) -> bool:

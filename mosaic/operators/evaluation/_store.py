@@ -7,7 +7,9 @@ operator's position in the file), the run's state transitions under the names ex
 (``created → setting_up → running → stopping → finished | failed | cancelled``), one
 ``episodes`` row per episode and one ``steps`` row per step. A step row holds the action, reward
 and termination of the worker's ``step`` reply; the observation is not stored, as workers send
-it only when asked to.
+it only when asked to. A step with an LLM account (:mod:`mosaic.operators.llm_accounting`) also
+gets ``metrics`` rows (``llm.fallback``, the token counts and, on a fallback, its reason),
+stamped with the episode and the operator's steps so far.
 
 Only the evaluation and its runs are recorded synchronously, before any worker starts; the rest
 goes through the writer's queue, so that the rounds never wait for the database. Whoever owns
@@ -16,12 +18,14 @@ the writer commits what was queued (``flush`` or ``close``).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mosaic.environments.gymnasium_adapter import GYMNASIUM_SLOT
+from mosaic.operators.llm_accounting import account_metrics
 
 if TYPE_CHECKING:
     from mosaic.operators.evaluation._models import EvaluationConfig
@@ -68,6 +72,7 @@ class StoreRecorder:
         ends its operator's run as ``failed`` with the failure's message, unless the evaluation
         is already stopping (a worker stopped under a step fails it)."""
         steps = []
+        metrics: list[tuple[Any, ...]] = []
         for record in records:
             run = self._runs[record["operator"]]
             kind = record["kind"]
@@ -78,6 +83,12 @@ class StoreRecorder:
                     record["operator"], GYMNASIUM_SLOT, None, record["action"], record["reward"],
                     record["terminated"], record["truncated"],
                 ))
+                if "llm" in record:
+                    now = time.time()
+                    metrics.extend(
+                        (run.id, record["operator"], record["operator"], name, value,
+                         record["episode"], run.steps, now)
+                        for name, value in account_metrics(record["llm"]))
             elif kind == "episode":
                 run.episodes += 1
                 total = record["total_reward"]
@@ -87,11 +98,15 @@ class StoreRecorder:
                     record["seed"])
             elif kind == "failure" and run.state in ("setting_up", "running"):
                 phase, cause = record["phase"], record["cause"]
-                why = "failed to launch" if phase == "launch" else f"failed in {phase}: {cause}"
+                why = ("failed to launch" if phase == "launch"
+                       else "too many LLM fallbacks" if phase == "fallbacks"
+                       else f"failed in {phase}: {cause}")
                 self._move(run, "stopping", why)
                 self._end(run, "failed", record["message"], record["message"])
         if steps:
             self._writer.record_steps(steps)
+        if metrics:
+            self._writer.record_metrics(metrics)
 
     def stopping(self, status: str, reason: str, error: str | None = None) -> None:
         """Every run still going is stopping, to end as ``status`` (see :meth:`finish`)."""

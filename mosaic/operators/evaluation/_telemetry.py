@@ -57,14 +57,21 @@ class Telemetry:
 def resolve_telemetry_path(
     config: EvaluationConfig, override: str | Path | None = None, *, now: float | None = None
 ) -> Path:
-    """Where the run's JSONL goes: ``override``, else the file's ``telemetry``, else a directory
-    ``mosaic-telemetry``, relative paths against the working directory.
+    """Where the run's JSONL goes: ``override`` (relative to the working directory, as a
+    command-line path is), else the file's ``telemetry``, else a directory ``mosaic-telemetry``,
+    both relative to the evaluation file's folder (as an experiment's paths are; to the working
+    directory for a configuration not read from a file).
 
     A path ending in ``.jsonl`` is the file itself (overwritten). Anything else is a directory
     that gets a new ``<uid>-<YYYYmmdd-HHMMSS>.jsonl`` per run (with a ``-N`` suffix rather than
     overwriting an existing file).
     """
-    target = Path(override if override is not None else (config.telemetry or DEFAULT_TELEMETRY_DIR))
+    if override is not None:
+        target = Path(override)
+    else:
+        target = Path(config.telemetry or DEFAULT_TELEMETRY_DIR).expanduser()
+        if config.source != "<memory>":
+            target = Path(config.source).parent / target  # an absolute target stays as it is
     if target.suffix == ".jsonl":
         return target
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))

@@ -16,8 +16,9 @@ Commands at the prompt::
 
 Manual mode reads the same evaluation file as Script mode (``step_pacing`` animates ``n N``) and
 writes the same JSONL telemetry, plus an ``episode_abandoned`` line for an episode cut short by
-Reset All. ``mosaic manual FILE`` (:func:`run_manual_file`) runs it; exit code 0, or 1 when an
-operator failed, 2 for a bad file, 130 on Ctrl-C.
+Reset All (``"ended_by": "reset"``) or by quitting (``"ended_by": "quit"``), with its steps so
+far, its return and its LLM fallbacks. ``mosaic manual FILE`` (:func:`run_manual_file`) runs
+it; exit code 0, or 1 when an operator failed, 2 for a bad file, 130 on Ctrl-C.
 
 Why one file of this length: the terminal session (commands, screen, pacing) and the lock-step
 round it drives are one interaction; the lanes and results it shares with Script mode live in
@@ -39,6 +40,7 @@ from mosaic.operators.evaluation._lanes import Lane, Launcher, Rounds, new_run_i
 from mosaic.operators.evaluation._telemetry import Telemetry, resolve_telemetry_path
 from mosaic.operators.evaluation.schema import EvaluationConfig, TimeoutsSpec, load_evaluation
 from mosaic.operators.evaluation.script import operator_config_for
+from mosaic.operators.llm_accounting import DEFAULT_MAX_FALLBACK_FRACTION
 
 __all__ = ["ManualSession", "OperatorView", "run_manual", "run_manual_file"]
 
@@ -89,6 +91,7 @@ class ManualSession:
         timeouts: TimeoutsSpec | None = None,
         launcher: Launcher | None = None,
         run_id: str = "manual",
+        max_fallback_fraction: float = DEFAULT_MAX_FALLBACK_FRACTION,
     ) -> None:
         ids = [c.operator_id for c in configs]
         if len(set(ids)) != len(ids):
@@ -98,7 +101,8 @@ class ManualSession:
         self._launcher = launcher
         self._run_id = run_id
         self._telemetry = Telemetry(Path(telemetry_path) if telemetry_path is not None else None)
-        self._lanes = [Lane(c, timeouts or TimeoutsSpec()) for c in configs]
+        self._lanes = [Lane(c, timeouts or TimeoutsSpec(), max_fallback_fraction)
+                       for c in configs]
         self._rounds = Rounds(len(self._lanes))
         self._started = False
         self._closed = False
@@ -132,11 +136,14 @@ class ManualSession:
         self.reset_all(self.seed)
 
     def close(self) -> None:
-        """Stop and reap every worker and close the telemetry file (idempotent)."""
+        """Record every episode still running as abandoned (``ended_by: quit``), stop and reap
+        every worker and close the telemetry file (idempotent)."""
         if self._closed:
             return
         self._closed = True
         try:
+            if self._started:
+                self._abandon("quit")
             self._rounds.close()
             for lane in self._lanes:
                 lane.stop()
@@ -168,18 +175,7 @@ class ManualSession:
             if seed < 0:
                 raise ValueError(f"seed must be >= 0, got {seed}")
             self.seed = seed
-        for lane in self._lanes:
-            if lane.in_episode and lane.alive:
-                self._telemetry.write(
-                    {
-                        "kind": "episode_abandoned",
-                        "operator": lane.operator_id,
-                        "episode": lane.episode_index,
-                        "seed": lane.seed,
-                        "length": lane.steps,
-                        "episode_reward": lane.episode_reward,
-                    }
-                )
+        self._abandon("reset")
         self.episode_index += 1
         episode, seed_now = self.episode_index, self.seed
         self._rounds.run(
@@ -188,6 +184,23 @@ class ManualSession:
         )
         self._telemetry.write_lanes(self._lanes)
         self._telemetry.flush()
+
+    def _abandon(self, ended_by: str) -> None:
+        """Write an ``episode_abandoned`` record for every live operator still in an episode."""
+        for lane in self._lanes:
+            if lane.in_episode and lane.alive:
+                record: dict[str, Any] = {
+                    "kind": "episode_abandoned",
+                    "operator": lane.operator_id,
+                    "episode": lane.episode_index,
+                    "seed": lane.seed,
+                    "length": lane.steps,
+                    "episode_reward": lane.episode_reward,
+                    "ended_by": ended_by,
+                }
+                if lane.episode_llm is not None:
+                    record["llm"] = lane.episode_llm.counts()
+                self._telemetry.write(record)
 
     def step_all(self) -> int:
         """One step for every operator still in its episode; returns how many stepped."""
@@ -346,11 +359,13 @@ def run_manual(
         configs = [operator_config_for(spec, config, render=True) for spec in config.operators]
         uid, timeouts, pacing = config.uid, config.timeouts, config.step_pacing
         seed_for: Callable[[int], int] = config.seed_for_episode
+        max_fallbacks = config.max_fallback_fraction
     else:
         configs = list(config_path_or_configs)
         telemetry_path = Path(telemetry) if telemetry is not None else None
         uid, timeouts, pacing = "manual", TimeoutsSpec(), 0.0
         seed_for = _always_zero
+        max_fallbacks = DEFAULT_MAX_FALLBACK_FRACTION
 
     next_episode = 1  # episode 0 is played on the first scheduled seed at start
     session = ManualSession(
@@ -360,6 +375,7 @@ def run_manual(
         timeouts=timeouts,
         launcher=launcher,
         run_id=new_run_id(uid),
+        max_fallback_fraction=max_fallbacks,
     )
     with session:
         _say(output, f"mosaic manual mode: {uid}, {len(configs)} operators; "

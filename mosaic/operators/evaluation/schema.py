@@ -16,6 +16,7 @@ An evaluation file is YAML::
     step_pacing: 0.0                 # seconds between steps; 0 = headless, as fast as possible
     max_steps: 0                     # per episode; 0 = the environment's own limit
     timeouts: {step: 10, reset: 30, stop: 5}
+    max_fallback_fraction: 0.5       # an LLM operator with more fallback actions fails
     telemetry: runs/                 # a directory (a new file per run) or a .jsonl file
 
 Seeds per episode: in ``procedural`` mode episode *k* (0-based) uses ``seeds[k]``; past the end of
@@ -31,8 +32,13 @@ Every operator plays the same seed in the same episode.
 ``api_key_env``, ``fallback``, ``timeout``, ``temperature``, ``max_tokens``, ``system_prompt``,
 ``action_names``, ``keep_proxy_env``; ``human``: ``tty``, ``action_names``. A ``command`` worker
 takes no settings: its options go in its ``command`` list, and the driver (not the worker)
-enforces ``max_steps`` for it. Relative paths (``telemetry``, checkpoints, commands) are taken
-from the working directory, not from the file's directory.
+enforces ``max_steps`` for it. A relative ``telemetry`` path (and the default
+``mosaic-telemetry/``) is taken from the file's folder, as an experiment's paths are; relative
+checkpoints and commands from the working directory, where the workers run.
+
+``max_fallback_fraction`` (0 to 1, default 0.5): an operator whose replies account for LLM
+calls (the ``llm`` worker) fails at the end of an episode when more than this share of its
+actions so far came from its fallback (:mod:`mosaic.operators.llm_accounting`).
 
 Every problem is reported as :class:`mosaic.core.errors.ConfigError` naming the file, the line,
 the key path (``operators[1].settings.base_url``), what was expected and, for a misspelt key or

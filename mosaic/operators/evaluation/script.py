@@ -15,14 +15,21 @@ returns or raises, including on ``KeyboardInterrupt``.
 Telemetry is one JSON object per line::
 
     {"kind": "run", "mode": "script", "uid": ..., "environment_mode": ..., "episodes": ...,
-     "seeds": [...], "max_steps": ..., "operators": [...]}
+     "seeds": [...], "seed": ..., "max_steps": ..., "operators": [...]}
     {"kind": "step", "operator": ..., "episode": ..., "seed": ..., "step_index": ..., "action": ...,
-     "reward": ..., "terminated": ..., "truncated": ..., "episode_reward": ...}
+     "reward": ..., "terminated": ..., "truncated": ..., "episode_reward": ..., "llm": {...}}
     {"kind": "episode", "operator": ..., "episode": ..., "seed": ..., "total_reward": ...,
-     "length": ..., "terminated": ..., "truncated": ..., "ended_by": "environment" | "max_steps"}
+     "length": ..., "terminated": ..., "truncated": ..., "ended_by": "environment" | "max_steps",
+     "llm": {"actions": ..., "fallbacks": ..., "prompt_tokens": ..., "completion_tokens": ...}}
     {"kind": "failure", "operator": ..., "episode": ..., "seed": ..., "step_index": ...,
-     "phase": "launch" | "reset" | "step", "cause": ..., "exit_code": ..., "message": ...}
+     "phase": "launch" | "reset" | "step" | "episode_end" | "fallbacks", "cause": ...,
+     "exit_code": ..., "message": ...}
     {"kind": "run_end", "completed": ..., "interrupted": ..., "wall_time_s": ...}
+
+``llm`` is there only for operators whose replies account for LLM calls: a step's is the
+worker's account of that action without the endpoint (:mod:`mosaic.operators.llm_accounting`),
+an episode's adds them up. The step that ends an episode is written even when its
+``episode_end`` never comes (the operator then fails in phase ``episode_end``).
 
 Only ``run_end`` carries a wall-clock value, so the same evaluation file with the same workers
 gives identical ``run``, ``step`` and ``episode`` lines (a ``failure`` line can differ in how the
@@ -115,7 +122,10 @@ def operator_config_for(
 ) -> Any:
     """The :class:`~mosaic.operators.api.config.OperatorConfig` that launches ``spec``'s worker.
 
-    ``env_kwargs`` travel in ``settings["env_kwargs"]``; ``max_steps`` is the file's. With
+    ``env_kwargs`` travel in ``settings["env_kwargs"]``; ``max_steps`` is the file's; the
+    operator's own seed (:meth:`EvaluationConfig.operator_seed` of its position) travels in
+    ``settings["seed"]`` unless the file sets one, so that its actions come from its own seed
+    stream, not from the episode seeds every operator shares. With
     ``render`` (Manual mode) the worker is asked for a text frame on every step
     (``render_every: 1, render_mode: ansi``) when the environment can render text and the
     file did not choose render settings itself.
@@ -123,6 +133,8 @@ def operator_config_for(
     from mosaic.operators.api.config import OperatorConfig
 
     settings: dict[str, Any] = dict(spec.settings)
+    index = [s.id for s in config.operators].index(spec.id)
+    settings.setdefault("seed", config.operator_seed(index))
     if spec.env_kwargs:
         settings["env_kwargs"] = dict(spec.env_kwargs)
     if render and "render_every" not in settings and _declares_ansi(spec.env):
@@ -148,6 +160,7 @@ def _run_header(config: EvaluationConfig) -> dict[str, Any]:
         "environment_mode": config.environment_mode,
         "episodes": config.episode_count,
         "seeds": config.episode_seeds(),
+        "seed": config.run_seed,
         "max_steps": config.max_steps,
         "operators": [
             {"id": s.id, "type": s.type, "display_name": s.label, "env": s.env}
@@ -193,7 +206,8 @@ def run_script(
     path = Path(telemetry_path)
     telemetry = Telemetry(path, progress)
     lanes = [
-        Lane(operator_config_for(spec, config), config.timeouts) for spec in config.operators
+        Lane(operator_config_for(spec, config), config.timeouts, config.max_fallback_fraction)
+        for spec in config.operators
     ]
     rounds = Rounds(len(lanes))
     recorder: StoreRecorder | None = None

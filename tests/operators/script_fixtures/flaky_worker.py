@@ -2,7 +2,8 @@
 
 ``--die-after N``: the first N steps (over all episodes) are answered; then, on the next step,
 ``--mode crash`` exits with code 3 after a line on stderr, ``--mode hang`` goes silent, and
-``--mode garbage`` writes a line that is not JSON. Episodes last 5 steps, reward 1 per step.
+``--mode garbage`` writes a line that is not JSON. ``--mode no-end`` never misbehaves but sends
+no ``episode_end`` after the step that ends an episode. Episodes last 5 steps, reward 1 per step.
 Unknown arguments (``--env-id`` ...) are accepted and ignored.
 """
 
@@ -24,7 +25,7 @@ def reply(command: dict, **fields: object) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--die-after", type=int, default=3)
-    parser.add_argument("--mode", choices=("crash", "hang", "garbage"), default="crash")
+    parser.add_argument("--mode", choices=("crash", "hang", "garbage", "no-end"), default="crash")
     args, _unknown = parser.parse_known_args()
     steps_total = 0
     episode_steps = 0
@@ -37,7 +38,7 @@ def main() -> int:
             reply(command, type="ready", run_id="", env_id="fixture", seed=command.get("seed"),
                   observation_shape=None)
         elif cmd == "step":
-            if steps_total >= args.die_after:
+            if steps_total >= args.die_after and args.mode != "no-end":
                 if args.mode == "crash":
                     print("flaky_worker: giving up on purpose", file=sys.stderr, flush=True)
                     return 3
@@ -52,7 +53,7 @@ def main() -> int:
             done = episode_steps >= 5
             reply(command, type="step", step_index=episode_steps - 1, action=0, reward=1.0,
                   terminated=done, truncated=False, episode_reward=episode_reward)
-            if done:
+            if done and args.mode != "no-end":
                 reply(command, type="episode_end", total_reward=episode_reward,
                       episode_length=episode_steps, terminated=True, truncated=False)
         elif cmd == "ping":
