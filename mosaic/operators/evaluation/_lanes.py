@@ -188,24 +188,22 @@ class Lane:
         self.result.episodes.append(episode)
         self.last_episode = episode
         self.in_episode = False
-        record = {
-            "kind": "episode",
-            "operator": episode.operator_id,
-            "episode": episode.episode_index,
-            "seed": episode.seed,
-            "total_reward": episode.total_reward,
-            "length": episode.length,
-            "terminated": episode.terminated,
-            "truncated": episode.truncated,
-            "ended_by": ended_by,
-        }
-        if self.episode_llm is not None:
-            record["llm"] = self.episode_llm.counts()
-        self._write(record)
+        self._write(self.episode_record(
+            "episode", total_reward=episode.total_reward, length=episode.length,
+            terminated=episode.terminated, truncated=episode.truncated, ended_by=ended_by))
         run_llm = self.result.llm
         if run_llm is not None and run_llm.exceeds(self.max_fallback_fraction):
             detail = run_llm.failure(self.max_fallback_fraction)
             self._record_failure("fallbacks", "fallbacks", detail, self.stop())
+
+    def episode_record(self, kind: str, **fields: Any) -> dict[str, Any]:
+        """A telemetry record ``kind`` of the current episode: operator, episode and seed, then
+        ``fields``, then the episode's LLM counts if its replies had any."""
+        record = {"kind": kind, "operator": self.operator_id, "episode": self.episode_index,
+                  "seed": self.seed, **fields}
+        if self.episode_llm is not None:
+            record["llm"] = self.episode_llm.counts()
+        return record
 
     def _fail(self, phase: str, exc: WorkerError, timeout: float) -> None:
         exit_code: int | None = None

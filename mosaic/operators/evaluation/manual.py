@@ -189,18 +189,9 @@ class ManualSession:
         """Write an ``episode_abandoned`` record for every live operator still in an episode."""
         for lane in self._lanes:
             if lane.in_episode and lane.alive:
-                record: dict[str, Any] = {
-                    "kind": "episode_abandoned",
-                    "operator": lane.operator_id,
-                    "episode": lane.episode_index,
-                    "seed": lane.seed,
-                    "length": lane.steps,
-                    "episode_reward": lane.episode_reward,
-                    "ended_by": ended_by,
-                }
-                if lane.episode_llm is not None:
-                    record["llm"] = lane.episode_llm.counts()
-                self._telemetry.write(record)
+                self._telemetry.write(lane.episode_record(
+                    "episode_abandoned", length=lane.steps, episode_reward=lane.episode_reward,
+                    ended_by=ended_by))
 
     def step_all(self) -> int:
         """One step for every operator still in its episode; returns how many stepped."""
