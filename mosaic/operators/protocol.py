@@ -21,7 +21,8 @@ it and do not use it.
 
 Replies: ``ready``, ``step``, ``episode_end``, ``agent_ready``, ``action_selected``, ``pong``,
 ``stopped``, ``error``. Their required fields are in :data:`RESPONSE_FIELDS`; a reply may carry
-more fields (for example ``tokens`` and ``llm_error`` from the LLM worker), which are passed on.
+more fields (for example ``llm``, ``tokens`` and ``llm_error`` from the LLM worker), which are
+passed on.
 
 MOSAIC's own workers speak a looser dialect of this protocol (no ids, unsolicited lines, two
 episode-end spellings); :mod:`mosaic.operators.dialect` reads and writes it.

@@ -11,6 +11,7 @@ An evaluation file is YAML::
         settings: {}                 # type-specific worker settings
         command: [...]               # optional: run this program as the worker instead
     seeds: [1, 2, 3]
+    seed: 0                          # the operators' own seeds come from it (default: from seeds)
     episodes: 3                      # episodes per operator, in total
     environment_mode: procedural     # procedural: a new seed each episode; fixed: one seed always
     step_pacing: 0.0                 # seconds between steps; 0 = headless, as fast as possible
@@ -23,7 +24,9 @@ Seeds per episode: in ``procedural`` mode episode *k* (0-based) uses ``seeds[k]`
 the list the seed is derived deterministically from the whole list and *k* (see
 :meth:`EvaluationConfig.seed_for_episode`). ``episodes`` defaults to ``len(seeds)``. In ``fixed``
 mode ``seeds`` holds exactly one seed, used for every episode, and ``episodes`` defaults to 1.
-Every operator plays the same seed in the same episode.
+Every operator plays the same seed in the same episode. Its actions, though, come from its own
+seed stream: operator *i* gets the seed ``operator_seed(seed, i)`` (:mod:`mosaic.core.seeding`;
+``seed`` defaults to one derived from ``seeds``), passed to its worker as ``--seed``.
 
 ``settings`` per type (every type but ``command`` also takes ``render_every``, ``render_mode``,
 ``send_observations`` and ``log_level``): ``passive``: ``noop_action``; ``scripted``: ``policy``
