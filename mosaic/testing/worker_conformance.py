@@ -123,7 +123,10 @@ def check_worker(
     """Run the conformance checks against the worker started by ``argv``.
 
     ``reproducible`` forces (True) or skips (False) the same-seed check; by default it runs when
-    the worker claims ``reproducible`` in its ``ready``/``agent_ready`` reply. In agent mode
+    the worker claims ``reproducible`` in its ``ready``/``agent_ready`` reply. That check starts
+    a second worker with the same ``argv`` and gives it the first worker's commands: a worker
+    seeds its own randomness from ``--seed`` when it has one (so a second episode in the same
+    process may rightly differ), else from the seed of each reset or ``init_agent``. In agent mode
     ``n_actions`` and ``observation`` are what the checker offers the worker. ``env`` adds
     environment variables; ``cwd`` is the working directory. ``dialect`` is ``"native"``
     (mosaic's protocol) or ``"mosaic"`` (MOSAIC's, see the module docstring). Never raises for a
@@ -140,16 +143,17 @@ def check_worker(
     handles: list[OperatorProcessHandle] = []
     try:
         try:
-            for role in ("main", "sigterm", "eof"):
+            for role in ("main", "again", "sigterm", "eof"):
                 handles.append(launcher.launch_command(argv, f"conformance-{role}", env=env))
         except WorkerError as exc:
             report.checks.append(CheckResult("the worker starts", False, str(exc)))
             return report
-        main_handle, term_handle, eof_handle = handles
+        main_handle, again_handle, term_handle, eof_handle = handles
         if env_mode == "gym":
-            _gym_checks(checker, main_handle, seed, max_episode_steps, reproducible)
+            _gym_checks(checker, main_handle, again_handle, seed, max_episode_steps, reproducible)
         else:
-            _agent_checks(checker, main_handle, seed, n_actions, observation, reproducible)
+            _agent_checks(checker, main_handle, again_handle, seed, n_actions, observation,
+                          reproducible)
         _exit_checks(checker, main_handle, term_handle, eof_handle, env_mode, seed, n_actions,
                      observation)
     finally:
@@ -207,8 +211,8 @@ def _first_reply(checker: ReplyChecker, handle: OperatorProcessHandle) -> Callab
 
 
 def _gym_checks(
-    checker: ReplyChecker, handle: OperatorProcessHandle, seed: int, max_steps: int,
-    reproducible: bool | None,
+    checker: ReplyChecker, handle: OperatorProcessHandle, twin: OperatorProcessHandle, seed: int,
+    max_steps: int, reproducible: bool | None,
 ) -> None:
     if checker.native and not checker.run("ping -> pong", _first_reply(checker, handle)):
         return
@@ -253,8 +257,8 @@ def _gym_checks(
         checker.skip("same seed, same trajectory", "the worker does not claim reproducibility")
     elif ok:
         def again() -> str:
-            checker.exchange(handle, {"cmd": p.CMD_RESET, "seed": seed}, p.RESP_READY)
-            second, _ = _run_episode(checker, handle, max_steps)
+            checker.exchange(twin, {"cmd": p.CMD_RESET, "seed": seed}, p.RESP_READY)
+            second, _ = _run_episode(checker, twin, max_steps)
             if second != first:
                 at = next((i for i, (a, b) in enumerate(zip(first, second, strict=False))
                            if a != b),
@@ -267,8 +271,8 @@ def _gym_checks(
 
 
 def _agent_checks(
-    checker: ReplyChecker, handle: OperatorProcessHandle, seed: int, n_actions: int,
-    observation: Any, reproducible: bool | None,
+    checker: ReplyChecker, handle: OperatorProcessHandle, twin: OperatorProcessHandle, seed: int,
+    n_actions: int, observation: Any, reproducible: bool | None,
 ) -> None:
     if checker.native and not checker.run("ping -> pong", _first_reply(checker, handle)):
         return
@@ -313,14 +317,14 @@ def _agent_checks(
         checker.skip("same seed, same actions", "the worker does not claim reproducibility")
         return
 
-    def actions() -> list[Any]:
-        checker.exchange(handle, init, p.RESP_AGENT_READY)
-        return [checker.exchange(handle, {"cmd": p.CMD_SELECT_ACTION, "observation": observation,
+    def actions(worker: OperatorProcessHandle) -> list[Any]:
+        checker.exchange(worker, init, p.RESP_AGENT_READY)
+        return [checker.exchange(worker, {"cmd": p.CMD_SELECT_ACTION, "observation": observation,
                                           "legal_actions": legal}, p.RESP_ACTION_SELECTED
                                  )["action"] for _ in range(20)]
 
     def again() -> str:
-        first, second = actions(), actions()
+        first, second = actions(handle), actions(twin)
         if first != second:
             raise Fail(f"seed {seed} gave {first} then {second}")
         return f"20 identical actions {first[:6]}..."

@@ -167,7 +167,7 @@ def test_stop_uses_the_stop_command_first() -> None:
                                          "gymnasium", "CartPole-v1")
     with OperatorLauncher().launch(config) as handle:
         handle.ping(timeout=10)
-        assert handle.stop() == 0
+        assert handle.stop(timeout=30) == 0  # returns as soon as the worker exits
     assert handle.stop_outcome == "stopped" and not handle.is_running
     with pytest.raises(WorkerError):
         handle.send({"cmd": "ping"})

@@ -75,7 +75,7 @@ def test_the_handle_reads_every_episode_end_spelling_and_skips_the_init_line(
     assert routing.unsolicited[0]["worker"] == f"{imitate}_worker"
     assert routing.step_base == base and routing.end_spellings == {spelling}
     assert not routing.echoes_ids
-    handle.stop()
+    handle.stop(timeout=30)  # ends as soon as the worker exits; generous for a busy machine
     assert handle.stop_outcome == "stopped" and handle.exit_code == 0
 
 
