@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
 from mosaic.actors.metrics import reported
 from mosaic.actors.slots import slots_from_specs
 from mosaic.agents import Brain, BrainContext
 from mosaic.agents.metrics import MetricLog
-from mosaic.core.checkpoints import load_state, save_state
+from mosaic.core.checkpoints import (
+    Checkpoint,
+    learner_arrays,
+    read_checkpoint,
+    restore_learner,
+    write_checkpoint,
+)
 from mosaic.core.errors import MosaicError
 from mosaic.core.imports import import_object
 from mosaic.core.seeding import check_seed
@@ -29,10 +39,14 @@ from mosaic.runtime.component import Component, handles
 class BrainActor(Component):
     """Hosts one :class:`~mosaic.agents.Brain`; stops once every muscle it serves has shut down.
 
-    Checkpoints: ``checkpoints`` in the setup request may name a ``load`` path (the state
-    is restored before the first step) and a ``save`` path, written when the last muscle shuts
-    down (the end of the phase) and whenever a muscle asks (every N episodes). A brain whose
-    :meth:`~mosaic.agents.Brain.state` is empty saves nothing.
+    Checkpoints (:mod:`mosaic.core.checkpoints`): ``checkpoints`` in the setup request may
+    name a ``load`` path (the brain's state and generator are restored before the first step)
+    and a ``save`` path, written when the last muscle shuts down (the end of the phase) and
+    whenever a muscle asks (every N episodes). The file holds the brain's greedy policy, its
+    state and generator, and the part of each muscle that sent one with its request (the
+    latest it sent). In a training phase each muscle gets its part of the loaded file back
+    with its sync answer. A brain whose :meth:`~mosaic.agents.Brain.state` is empty saves
+    nothing.
 
     It is set up by the agent conductor, and from then on serves the muscles named in its
     set-up only. Its ``observers`` (the muscles of self-play agents) may ask for its weights
@@ -50,6 +64,9 @@ class BrainActor(Component):
         self._observers: frozenset[str] = frozenset()
         self._save_path: str | None = None
         self._metrics = MetricLog()
+        #: muscle uid -> its part of the checkpoint: loaded (until its sync takes it), or sent.
+        self._loaded_muscles: dict[str, dict[str, np.ndarray]] = {}
+        self._muscle_states: dict[str, dict[str, np.ndarray]] = {}
 
     def accepts(self, message: Message, sender: str | None) -> bool:
         if isinstance(message, BrainSetupRequest):
@@ -71,7 +88,10 @@ class BrainActor(Component):
         brain.setup(context)
         checkpoints = request.checkpoints
         if checkpoints is not None and checkpoints.load:
-            brain.load_state(load_state(checkpoints.load))
+            loaded = read_checkpoint(checkpoints.load)
+            brain.load_state(restore_learner(loaded.brain, context.rng))
+            if request.mode != "test":
+                self._loaded_muscles = dict(loaded.muscles)
         self._save_path = None if checkpoints is None else checkpoints.save
         self._brain = brain
         self._muscles = set(request.muscles)
@@ -82,11 +102,20 @@ class BrainActor(Component):
     def _save(self) -> str:
         if self._brain is None or self._save_path is None:
             return ""
-        state = self._brain.state()
+        brain = self._brain
+        state = brain.state()
         if not state:
             return ""
-        save_state(self._save_path, state)
+        write_checkpoint(self._save_path, Checkpoint(
+            brain.greedy_policy(), learner_arrays(state, brain.context.rng),
+            dict(self._muscle_states)))
         return self._save_path
+
+    def _keep(self, muscle: str, muscle_state: dict[str, Any] | None) -> None:
+        """Remember the latest part of ``muscle`` for the checkpoints to come."""
+        if muscle_state is not None:
+            self._muscle_states[muscle] = {name: np.asarray(value)
+                                           for name, value in muscle_state.items()}
 
     @handles(BrainSyncRequest)
     def _sync(self, request: BrainSyncRequest) -> MuscleUpdateResponse:
@@ -95,10 +124,12 @@ class BrainActor(Component):
         update = self._brain.sync(request.muscle_uid)
         if request.muscle_uid in self._observers:
             return MuscleUpdateResponse(update)
-        return MuscleUpdateResponse(update, reported(self.uid, self._metrics))
+        return MuscleUpdateResponse(update, reported(self.uid, self._metrics),
+                                    self._loaded_muscles.pop(request.muscle_uid, None))
 
     @handles(BrainCheckpointRequest)
     def _checkpoint(self, request: BrainCheckpointRequest) -> BrainCheckpointResponse:
+        self._keep(request.muscle_uid, request.muscle_state)
         path = self._save()
         return BrainCheckpointResponse(self.uid, path, reported(self.uid, self._metrics))
 
@@ -112,6 +143,7 @@ class BrainActor(Component):
     @handles(BrainShutdownRequest)
     def _shutdown(self, request: BrainShutdownRequest) -> BrainShutdownResponse:
         self._muscles.discard(request.muscle_uid)
+        self._keep(request.muscle_uid, request.muscle_state)
         if not self._muscles:
             self._save()
             self.request_stop()

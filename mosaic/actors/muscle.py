@@ -12,6 +12,7 @@ from mosaic.agents import Muscle, MuscleContext
 from mosaic.agents.batch import Batch
 from mosaic.agents.metrics import MetricLog, PendingMetrics
 from mosaic.agents.per_copy import PerCopyMuscles
+from mosaic.core.checkpoints import learner_arrays, restore_learner
 from mosaic.core.errors import MosaicError
 from mosaic.core.imports import import_object
 from mosaic.core.seeding import check_seed, evaluation_seed
@@ -67,11 +68,17 @@ class MuscleActor(Component):
     weights (:meth:`~mosaic.agents.Brain.sync`) into a :class:`SnapshotPool` when one is due,
     applies the snapshot the pool draws, and names it in the episode's first answer. It plays
     evaluation episodes itself, with the snapshot of the episode before.
+
+    Checkpoints: in a training phase, the muscle's :meth:`~mosaic.agents.Muscle.state` and
+    generator go to the brain with each checkpoint request and with the shutdown request, to be
+    saved with the brain's; a part that comes back with the brain's sync answer (a loaded
+    checkpoint) is restored right after set-up.
     """
 
     def __init__(self, uid: str) -> None:
         super().__init__(uid)
         self._muscle: Muscle | None = None
+        self._context: MuscleContext | None = None
         self._greedy: Muscle | None = None
         self._greedy_metrics = MetricLog()
         self._brain: RequestClient | None = None
@@ -109,6 +116,7 @@ class MuscleActor(Component):
         muscle = cls() if not copies or cls.acts_on_batches() else PerCopyMuscles(cls)
         muscle.setup(context)
         self._muscle = muscle
+        self._context = context
         if request.self_play is not None:
             self._set_up_self_play(request, copies)
         elif request.evaluate:
@@ -131,6 +139,8 @@ class MuscleActor(Component):
                                          self._brain_timeout, self.check_interrupted)
             if answer.metrics:
                 self._relayed.extend(answer.metrics)
+            if answer.restore is not None:
+                muscle.load_state(restore_learner(answer.restore, context.rng))
             if answer.update is not None:
                 self._apply(answer.update)
         return MuscleSetupResponse(self.uid)
@@ -242,12 +252,20 @@ class MuscleActor(Component):
         every = self._checkpoint_every
         for _ in range(count):
             if every and self._episodes and self._episodes % every == 0 and self._brain is not None:
-                saved = self._brain.request(BrainCheckpointRequest(self.uid, self._episodes),
+                saved = self._brain.request(BrainCheckpointRequest(self.uid, self._episodes,
+                                                                   self._state()),
                                             BrainCheckpointResponse, self._brain_timeout,
                                             self.check_interrupted)
                 if saved.metrics:
                     self._relayed.extend(saved.metrics)
             self._episodes += 1
+
+    def _state(self) -> dict[str, Any] | None:
+        """The muscle's part of the agent's checkpoint (``None`` in a test phase)."""
+        context, muscle = self._context, self._muscle
+        if context is None or muscle is None or context.mode == "test":
+            return None
+        return learner_arrays(muscle.state(), context.rng)
 
     def _learn(self, muscle: Muscle, experience: Any) -> None:
         if self._brain is None:
@@ -271,7 +289,8 @@ class MuscleActor(Component):
     def _shutdown(self, request: MuscleShutdownRequest) -> MuscleShutdownResponse:
         self.request_stop()
         if self._brain is not None:
-            answer = self._brain.request(BrainShutdownRequest(self.uid), BrainShutdownResponse,
+            answer = self._brain.request(BrainShutdownRequest(self.uid, self._state()),
+                                         BrainShutdownResponse,
                                          self._brain_timeout, self.check_interrupted)
             if answer.metrics:
                 self._relayed.extend(answer.metrics)

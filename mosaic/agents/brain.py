@@ -22,7 +22,10 @@ class Brain:
     3. :meth:`teardown` once, at shutdown.
 
     :meth:`state` and :meth:`load_state` exchange the brain's learnable state as a flat mapping of
-    NumPy arrays; mosaic stores it as ``.npz`` (never pickle).
+    NumPy arrays; mosaic stores it as ``.npz`` (never pickle), with the state of
+    ``context.rng``. For a continued run to pick up exactly where the saved one stopped, the
+    state must hold everything the brain's future depends on (weights, optimizer moments,
+    counters, experience not yet learnt from), and every draw must come from ``context.rng``.
     """
 
     context: BrainContext
@@ -49,6 +52,16 @@ class Brain:
 
     def load_state(self, state: dict[str, np.ndarray]) -> None:
         """Restore what :meth:`state` returned."""
+
+    def greedy_policy(self) -> dict[str, np.ndarray]:
+        """The greedy policy as the arrays of a policy checkpoint
+        (:func:`~mosaic.agents.policies.q_table_arrays`,
+        :func:`~mosaic.agents.policies.mlp_arrays`), or empty for none.
+
+        A phase's checkpoint holds them beside :meth:`state`, so it can be given to a
+        ``load_checkpoint`` param or to the RL worker as it is.
+        """
+        return {}
 
     def teardown(self) -> None:
         """Release resources. Called once at shutdown, also after a failure."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from gymnasium.vector.utils import batch_space
 
 from mosaic.agents.batch import Batch, stack
@@ -105,6 +106,21 @@ class Muscle:
 
     def apply_update(self, update: Any) -> None:
         """Apply the brain's answer to experience this muscle sent (new weights, for example)."""
+
+    def state(self) -> dict[str, np.ndarray]:
+        """What the muscle's future depends on besides the brain's answers and ``context.rng``
+        (an exploration schedule's counter, experience not sent yet), as NumPy arrays.
+
+        It is saved in the agent's checkpoint with the state of ``context.rng``; a training
+        phase that loads the checkpoint gives both back (:meth:`load_state`) after
+        :meth:`setup`, so the muscle acts on as if it had never stopped. Called between
+        episodes. Empty by default: a muscle whose only state is its generator and the brain's
+        weights needs nothing more.
+        """
+        return {}
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        """Restore what :meth:`state` returned (``MosaicError`` if it does not fit)."""
 
     def teardown(self) -> None:
         """Release resources. Called once at shutdown, also after a failure."""

@@ -11,7 +11,8 @@ A checkpoint is an ``.npz`` file (read with ``allow_pickle=False``, so it holds 
   action; the observation is flattened to a float vector of size ``in_0``.
 
 In both cases the action is the arg-max over the legal actions when a legal-action list is given
-(ties go to the lowest index).
+(ties go to the lowest index). A phase's checkpoint (:mod:`mosaic.core.checkpoints`) holds these
+arrays too, beside the learner's whole state, so it reads as a policy checkpoint as well.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ __all__ = [
     "PolicyFileError",
     "QTablePolicy",
     "load_policy",
+    "mlp_arrays",
+    "q_table_arrays",
     "save_mlp",
     "save_q_table",
 ]
@@ -162,10 +165,17 @@ def save_q_table(path: str | os.PathLike[str], q: np.ndarray) -> Path:
 
     Raises ``ValueError`` for a malformed table.
     """
-    policy = QTablePolicy(q)
     target = _npz_path(path)
-    np.savez(target, format=np.array("q_table"), version=np.array(CHECKPOINT_VERSION), q=policy.q)
+    np.savez(target, **q_table_arrays(q))  # type: ignore[arg-type]  # NumPy's stubs: **kwds: bool
     return target
+
+
+def q_table_arrays(q: np.ndarray) -> dict[str, np.ndarray]:
+    """The arrays of a ``q_table`` checkpoint of ``q`` (``ValueError`` for a malformed table):
+    what :func:`save_q_table` writes, and what a brain puts beside its state in a phase's
+    checkpoint."""
+    return {"format": np.array("q_table"), "version": np.array(CHECKPOINT_VERSION),
+            "q": QTablePolicy(q).q}
 
 
 def save_mlp(
@@ -175,15 +185,21 @@ def save_mlp(
 
     Raises ``ValueError`` when the layer shapes do not chain.
     """
-    policy = MLPPolicy(weights)
-    arrays: dict[str, np.ndarray] = {}
-    for i, (weight, bias) in enumerate(policy.layers):
+    target = _npz_path(path)
+    np.savez(target, **mlp_arrays(weights))  # type: ignore[arg-type]  # NumPy's stubs: **kwds: bool
+    return target
+
+
+def mlp_arrays(weights: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
+    """The arrays of an ``mlp`` checkpoint of ``[(W0, b0), ...]`` (``ValueError`` when the
+    shapes do not chain): what :func:`save_mlp` writes, and what a brain puts beside its state
+    in a phase's checkpoint."""
+    arrays: dict[str, np.ndarray] = {"format": np.array("mlp"),
+                                     "version": np.array(CHECKPOINT_VERSION)}
+    for i, (weight, bias) in enumerate(MLPPolicy(weights).layers):
         arrays[f"W{i}"] = weight
         arrays[f"b{i}"] = bias
-    target = _npz_path(path)
-    np.savez(target, format=np.array("mlp"), version=np.array(CHECKPOINT_VERSION),
-             **arrays)  # type: ignore[arg-type]  # NumPy's stubs: **kwds: bool
-    return target
+    return arrays
 
 
 def load_policy(path: str | os.PathLike[str]) -> QTablePolicy | MLPPolicy:

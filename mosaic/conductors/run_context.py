@@ -52,6 +52,10 @@ class Progress:
     agent_recent_returns: dict[str, deque[float]] = field(default_factory=dict)
     #: Hex digest of every step taken so far (set when the simulation stops).
     digest: str | None = None
+    #: The digest chain at the last episode end (hex), and where each environment's loop stood
+    #: then: what a checkpoint keeps for a run that continues this one.
+    chain: str = ""
+    positions: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     first_step_at: float | None = None
     last_step_at: float | None = None
 

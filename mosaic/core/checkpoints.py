@@ -1,4 +1,4 @@
-"""Brain checkpoints: NumPy ``.npz`` files beside the results store (never pickle).
+"""Agent checkpoints: NumPy ``.npz`` files beside the results store (never pickle).
 
 Layout: ``<store stem>-checkpoints/<experiment>/<run>/<phase>/<agent>.npz`` next to the store
 file, where ``<run>`` is the run's uid without its phase suffix. A later phase of the same run,
@@ -7,8 +7,11 @@ or a later experiment, finds a checkpoint by experiment, phase, agent and (optio
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -77,3 +80,112 @@ def load_state(path: str | Path) -> dict[str, np.ndarray]:
             return {name: data[name] for name in data.files}
     except (OSError, ValueError) as error:
         raise CheckpointError(f"cannot read checkpoint {path}: {error}") from error
+
+
+# -- the layout of one checkpoint file ----------------------------------------------------------
+# One file per agent and phase holds, side by side:
+# * the greedy policy in the format of mosaic.agents.policies (``format``, ``version``, ``q`` or
+#   ``W0``, ``b0``, ...), so a learner's ``load_checkpoint`` and the RL worker read it as is;
+# * ``brain/state/<name>``: what Brain.state() returned, and ``brain/rng``: its generator;
+# * ``muscle/<uid>/state/<name>`` and ``muscle/<uid>/rng``: the same for each of its muscles;
+# * ``run/digest`` and ``run/<environment>/position``: where the run that saved it stood.
+# ``/`` never occurs in a uid, so the parts cannot be confused.
+
+BRAIN, MUSCLE, RUN = "brain/", "muscle/", "run/"
+_STATE, _RNG = "state/", "rng"
+
+
+def rng_state(rng: np.random.Generator) -> np.ndarray:
+    """The state of ``rng``'s bit generator as a 0-d string array (JSON keeps its 128-bit
+    integers exact)."""
+    return np.array(json.dumps(rng.bit_generator.state))
+
+
+def restore_rng(rng: np.random.Generator, saved: np.ndarray) -> None:
+    """Put ``rng`` back into the state :func:`rng_state` saved; CheckpointError if it is not
+    one, or of another kind of bit generator."""
+    try:
+        state = json.loads(str(saved))
+        rng.bit_generator.state = state
+    except (ValueError, TypeError, KeyError) as error:
+        raise CheckpointError(f"cannot restore a random generator from {str(saved)[:80]!r}: "
+                              f"{error}") from error
+
+
+def learner_arrays(state: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """A brain's or muscle's ``state`` and generator as one flat mapping (``state/<name>``,
+    ``rng``): how a muscle's part travels to its brain and sits in the file."""
+    arrays = {f"{_STATE}{name}": np.asarray(value) for name, value in state.items()}
+    arrays[_RNG] = rng_state(rng)
+    return arrays
+
+
+def restore_learner(arrays: Mapping[str, np.ndarray], rng: np.random.Generator
+                    ) -> dict[str, np.ndarray]:
+    """The state in ``arrays`` (from :func:`learner_arrays`); ``rng`` is put back in place."""
+    if _RNG in arrays:
+        restore_rng(rng, arrays[_RNG])
+    return {name[len(_STATE):]: value for name, value in arrays.items()
+            if name.startswith(_STATE)}
+
+
+@dataclass
+class Checkpoint:
+    """One agent's checkpoint, in parts (see the layout above).
+
+    ``brain`` and each of ``muscles`` (by muscle uid) are :func:`learner_arrays` mappings;
+    ``digest`` is the run's digest chain at its last episode end (hex; empty: unknown) and
+    ``positions`` where each environment's loop stood then: (the number of its next training
+    episode, the evaluation rounds and the evaluation episodes it had run).
+    """
+
+    policy: dict[str, np.ndarray] = field(default_factory=dict)
+    brain: dict[str, np.ndarray] = field(default_factory=dict)
+    muscles: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    digest: str = ""
+    positions: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The flat mapping written to the file."""
+        arrays = dict(self.policy)
+        arrays.update({f"{BRAIN}{name}": value for name, value in self.brain.items()})
+        for uid, part in self.muscles.items():
+            arrays.update({f"{MUSCLE}{uid}/{name}": value for name, value in part.items()})
+        if self.digest:
+            arrays[f"{RUN}digest"] = np.array(self.digest)
+        for uid, at in self.positions.items():
+            arrays[f"{RUN}{uid}/position"] = np.array(at, dtype=np.int64)
+        return arrays
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> Checkpoint:
+        """The parts of a file's mapping. A file of an older layout (the brain's state alone,
+        unprefixed) reads as that brain state."""
+        if not any(name.startswith(BRAIN) for name in arrays):
+            return cls(brain={f"{_STATE}{name}": value for name, value in arrays.items()})
+        checkpoint = cls()
+        for name, value in arrays.items():
+            if name.startswith(BRAIN):
+                checkpoint.brain[name[len(BRAIN):]] = value
+            elif name.startswith(MUSCLE):
+                uid, _, rest = name[len(MUSCLE):].partition("/")
+                checkpoint.muscles.setdefault(uid, {})[rest] = value
+            elif name == f"{RUN}digest":
+                checkpoint.digest = str(value)
+            elif name.startswith(RUN) and name.endswith("/position"):
+                episode, round_, evaluations = (int(v) for v in np.asarray(value).reshape(3))
+                checkpoint.positions[name[len(RUN):-len("/position")]] = (
+                    episode, round_, evaluations)
+            else:
+                checkpoint.policy[name] = value
+        return checkpoint
+
+
+def write_checkpoint(path: str | Path, checkpoint: Checkpoint) -> None:
+    """Write ``checkpoint`` to ``path`` atomically (:func:`save_state`)."""
+    save_state(path, checkpoint.arrays())
+
+
+def read_checkpoint(path: str | Path) -> Checkpoint:
+    """Read a checkpoint written by :func:`write_checkpoint` (CheckpointError if unreadable)."""
+    return Checkpoint.from_arrays(load_state(path))

@@ -194,10 +194,13 @@ class MuscleUpdateResponse(Response):
     """Brain -> muscle: what the brain's ``learn`` returned (None: nothing to apply).
 
     ``metrics``: what the brain reported since its last answer; the muscle passes them on.
+    ``restore``: in the answer to a BrainSyncRequest of a training phase that loaded a
+    checkpoint, the muscle's part of it (``state/<name>`` and ``rng`` arrays), to resume from.
     """
 
     update: Any
     metrics: tuple[Metric, ...] | None = None
+    restore: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,9 +221,14 @@ class MuscleShutdownResponse(Response):
 
 @dataclass(frozen=True, slots=True)
 class BrainShutdownRequest(Request):
-    """Muscle -> brain: muscle ``muscle_uid`` is done; the brain stops after its last muscle."""
+    """Muscle -> brain: muscle ``muscle_uid`` is done; the brain stops after its last muscle.
+
+    ``muscle_state``: the muscle's part of the checkpoint (``state/<name>`` and ``rng``
+    arrays), saved with the brain's; ``None`` in a test phase, which saves nothing.
+    """
 
     muscle_uid: str
+    muscle_state: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,10 +243,12 @@ class BrainShutdownResponse(Response):
 
 @dataclass(frozen=True, slots=True)
 class BrainCheckpointRequest(Request):
-    """Muscle -> brain: ``episodes`` episodes are done; save the brain's state now."""
+    """Muscle -> brain: ``episodes`` episodes are done; save the brain's state now, with
+    ``muscle_state`` (as in :class:`BrainShutdownRequest`)."""
 
     muscle_uid: str
     episodes: int
+    muscle_state: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ them like any other record) and are validated when built and when decoded.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mosaic.messages._base import Record
@@ -69,10 +69,31 @@ class LoadSpec(Record):
 
 @dataclass(frozen=True, slots=True)
 class CheckpointPaths(Record):
-    """Where a brain saves its state at the end of the phase, and what it loads first (if any)."""
+    """Where a brain saves its state at the end of the phase (``None``: nowhere, as in a test
+    phase), and what it loads first (if any)."""
 
-    save: str
+    save: str | None
     load: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EnvironmentPosition(Record):
+    """Where an environment's episode loop stands: the number of its next training episode,
+    and the evaluation rounds and evaluation episodes it has run."""
+
+    episode: int = 0
+    evaluation_round: int = 0
+    evaluations: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ResumePoint(Record):
+    """Where a continued run picks up: the saved run's digest chain at its last episode end
+    (hex; empty: start a new chain) and each environment's position then (by uid; one not
+    named starts at episode 0)."""
+
+    digest: str = ""
+    positions: dict[str, EnvironmentPosition] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +191,9 @@ class RunConfig(Record):
     agent's uid when the run has exactly one agent; ``mode``, ``episodes``, ``max_steps``,
     ``termination``, ``environments`` and ``agents`` are the phase's. With ``evaluate_every``
     N, every N training episodes of each environment are followed by ``evaluate_episodes``
-    greedy evaluation episodes (``None``: none).
+    greedy evaluation episodes (``None``: none). ``resume`` is set by the executor for a
+    training phase that loads a checkpoint saved with a position: its episodes continue the
+    saved run's numbering and digest chain.
     """
 
     experiment: str
@@ -195,6 +218,7 @@ class RunConfig(Record):
     agents: tuple[AgentPlan, ...]
     evaluate_every: int | None = None
     evaluate_episodes: int = 5
+    resume: ResumePoint | None = None
 
     def records(self, environment: EnvironmentPlan) -> RecordSteps:
         """What the store keeps of ``environment``: its own ``record_steps``, else the run's."""

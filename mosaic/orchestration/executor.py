@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -22,16 +23,20 @@ from mosaic.core.checkpoints import (
     CheckpointError,
     checkpoint_path,
     find_checkpoint,
+    read_checkpoint,
+    write_checkpoint,
 )
 from mosaic.core.errors import MosaicError
 from mosaic.core.seeding import phase_seed
 from mosaic.messages import (
     CheckpointPaths,
+    EnvironmentPosition,
     ExperimentRunFinishedNotice,
     ExperimentRunShutdownRequest,
     ExperimentShutdownResponse,
     ExperimentStartRequest,
     ExperimentStartResponse,
+    ResumePoint,
     RunConfig,
     names,
 )
@@ -224,15 +229,19 @@ class Executor:
         return results
 
     def _with_checkpoints(self, config: RunConfig, base_uid: str) -> RunConfig:
-        """``config`` with each agent's checkpoint paths: where to save this phase, what to load.
+        """``config`` with each agent's checkpoint paths: where to save this phase (nowhere in
+        a test phase), what to load; and, for a training phase, where to resume.
 
         An agent loads what its ``load`` names; without one, a phase after the first continues
-        from the agent's checkpoint of the phase before in the same run, if there is one.
+        from the agent's checkpoint of the latest phase before it in the same run that saved
+        one, if any. A training phase resumes at the position saved in the first (in file
+        order) of the loaded checkpoints that has one.
         """
         experiment = self.experiment.uid
         root = self.experiment.checkpoints_dir
         earlier = self.experiment.phase_names(config.run_index)[: config.phase_index]
         agents = []
+        resume: ResumePoint | None = None
         for agent in config.agents:
             spec, load = agent.load, None
             if spec is not None:
@@ -245,13 +254,19 @@ class Executor:
                                               f"saved no checkpoint of agent {who!r} ({load})")
                 else:
                     load = find_checkpoint(root, source, spec.phase, who, spec.run)
-            elif earlier:
-                previous = checkpoint_path(root, experiment, base_uid, earlier[-1], agent.uid)
-                load = previous if previous.exists() else None
-            save = checkpoint_path(root, experiment, base_uid, config.phase, agent.uid)
-            paths = CheckpointPaths(str(save), str(load) if load is not None else None)
+            else:
+                load = next((path for path in (checkpoint_path(root, experiment, base_uid, phase,
+                                                               agent.uid)
+                                               for phase in reversed(earlier))
+                             if path.exists()), None)
+            save = (None if config.mode == "test"
+                    else checkpoint_path(root, experiment, base_uid, config.phase, agent.uid))
+            paths = CheckpointPaths(None if save is None else str(save),
+                                    None if load is None else str(load))
             agents.append(dataclasses.replace(agent, checkpoints=paths))
-        return dataclasses.replace(config, agents=tuple(agents))
+            if resume is None and load is not None and config.mode != "test":
+                resume = _resume_point(load)
+        return dataclasses.replace(config, agents=tuple(agents), resume=resume)
 
     def _run(self, experiment_id: int, run_uid: str, index: int, seed: int,
              config: RunConfig, cpu: int | None, problem: str | None = None) -> RunResult:
@@ -311,6 +326,8 @@ class Executor:
             with self._lock:
                 self._active.discard(ctx)
         progress = ctx.progress
+        if status != "failed":  # else a brain may have died before its last save
+            _save_position(config, progress.chain, progress.positions)
         self.store.run_finished(run_id, status, error, progress.episodes, progress.steps,
                                 progress.digest)
         self.store.flush(FLUSH_TIMEOUT_S)
@@ -348,3 +365,32 @@ class Executor:
             if self.on_progress is not None:
                 self.on_progress(index, ctx)
 
+
+
+def _resume_point(path: Path) -> ResumePoint | None:
+    """The position saved in the checkpoint at ``path``, if it has one."""
+    saved = read_checkpoint(path)
+    if not (saved.digest or saved.positions):
+        return None
+    return ResumePoint(saved.digest, {uid: EnvironmentPosition(*at)
+                                      for uid, at in saved.positions.items()})
+
+
+def _save_position(config: RunConfig, chain: str,
+                   positions: dict[str, tuple[int, int, int]]) -> None:
+    """Add where the run stood (its digest chain, each environment's position) to the
+    checkpoints its brains saved, so that a run that loads one continues from there.
+
+    A checkpoint that cannot be read or written is logged and left as it is: the run's own
+    outcome does not depend on it.
+    """
+    for agent in config.agents:
+        save = agent.checkpoints.save if agent.checkpoints is not None else None
+        if save is None or not os.path.exists(save):
+            continue
+        try:
+            saved = read_checkpoint(save)
+            saved.digest, saved.positions = chain, dict(positions)
+            write_checkpoint(save, saved)
+        except CheckpointError as error:
+            log.error("run of %s: the position was not saved: %s", config.experiment, error)

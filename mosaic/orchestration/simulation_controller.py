@@ -120,6 +120,9 @@ class _EnvironmentLoop:
     #: goes back to its muscle: when the slot acts again or the episode ends.
     outstanding: dict[str, list[Any]] = field(default_factory=dict)
     episode_seed: int = 0
+    #: The number of the loop's first training episode in this run (not 0 when it continues a
+    #: saved run).
+    first_episode: int = 0
     #: What the store keeps of this environment (its ``record_steps``, else the run's).
     record_steps: bool = False
     record_episodes: bool = False
@@ -215,8 +218,12 @@ class SimulationController(Component):
         self._evaluate_every = config.evaluate_every or 0
         self._evaluate_episodes = config.evaluate_episodes
         # The run's fingerprint: every step's observation, action, reward and end flags, in
-        # order, exactly as encoded on the wire. Equal digests mean equal trajectories.
-        self._digest = hashlib.blake2b(digest_size=16)
+        # order, exactly as encoded on the wire. Equal digests mean equal trajectories. It is
+        # a chain: each episode end starts a new hash from the last one's value (the chain),
+        # so a run that continues a saved one from its chain ends with the digest of one run
+        # of both.
+        self._chain = config.resume.digest if config.resume is not None else ""
+        self._digest = _chained(self._chain)
         self._termination = Termination.from_spec(config.termination)
         self._next_supervision = 0.0
 
@@ -277,6 +284,10 @@ class SimulationController(Component):
                                         started.actuators, mapping)
             loop.record_steps = records == "all"
             loop.record_episodes = records != "none"
+            at = config.resume.positions.get(env.uid) if config.resume is not None else None
+            if at is not None and isinstance(loop, _EnvironmentLoop):
+                loop.episode = loop.first_episode = at.episode
+                loop.evaluation_round, loop.evaluations_done = at.evaluation_round, at.evaluations
             self._loops.append(loop)
 
         plans = [self._muscle_plans(agent.uid, agent_index)
@@ -618,7 +629,7 @@ class SimulationController(Component):
                                           loop.episode_seed, snapshots=loop.snapshots or None)
         loop.episode += 1
         loop.needs_reset = True
-        done = loop.episode >= self._episodes
+        done = loop.episode - loop.first_episode >= self._episodes
         every = self._evaluate_every
         if every and loop.episode % every == 0:
             loop.evaluating = self._evaluate_episodes
@@ -649,7 +660,11 @@ class SimulationController(Component):
             loop.finished = loop.finished or loop.finish_after_evaluation
 
     def _episode_ended(self, environment: str, total: float) -> None:
-        """Count an ended episode; end the run's loops if a termination condition is met."""
+        """Count an ended episode and link the digest chain; end the run's loops if a
+        termination condition is met."""
+        chain = self._digest.digest()
+        self._chain = chain.hex()
+        self._digest = _chained(self._chain)
         progress = self.ctx.progress
         progress.episodes += 1
         progress.return_sum += total
@@ -673,6 +688,16 @@ class SimulationController(Component):
                              step, metric.at))
         self._reported = []
 
+    def _report_position(self) -> None:
+        """The run's digest, and where it stands for a run that continues it: the chain at
+        the last episode end and each (copy-less) environment's position."""
+        progress = self.ctx.progress
+        progress.digest = self._digest.hexdigest()
+        progress.chain = self._chain
+        progress.positions = {loop.uid: (loop.episode, loop.evaluation_round,
+                                         loop.evaluations_done)
+                              for loop in self._loops if isinstance(loop, _EnvironmentLoop)}
+
     def _hand_over_rows(self) -> None:
         store = self.ctx.store
         if store is None:
@@ -691,7 +716,7 @@ class SimulationController(Component):
         if status == "failed":
             self.ctx.failed.set()
         progress = self.ctx.progress
-        progress.digest = self._digest.hexdigest()
+        self._report_position()
         if progress.steps:
             progress.last_step_at = time.time()
         if self._governor is not None:
@@ -703,7 +728,7 @@ class SimulationController(Component):
     def _stop(self, request: SimulationStopRequest) -> SimulationStopResponse:
         self._running = False
         self._hand_over_rows()
-        self.ctx.progress.digest = self._digest.hexdigest()
+        self._report_position()
         for loop in self._loops:
             for link in loop.muscles:
                 # A muscle's shutdown waits on its brain's (which saves the checkpoint).
@@ -753,6 +778,14 @@ class SimulationController(Component):
         except (MosaicError, RemoteError) as error:
             log.warning("%s did not shut down cleanly: %s", client.peer, error)
             return None
+
+
+def _chained(chain: str) -> hashlib.blake2b:
+    """A digest that starts from ``chain`` (hex; empty: from nothing)."""
+    digest = hashlib.blake2b(digest_size=16)
+    if chain:
+        digest.update(bytes.fromhex(chain))
+    return digest
 
 
 def _resolve_mapping(env_uid: str, mapping: dict[str, str] | None, sensors: tuple[SensorSpec, ...],

@@ -122,7 +122,7 @@ def outcome(launched: Launched) -> Outcome:
     [(status, steps, digest)] = query(launched.store, "SELECT status, steps, digest FROM runs")
     [saved] = Path(f"{launched.store.with_suffix('')}-checkpoints").glob("**/learner.npz")
     with np.load(saved, allow_pickle=False) as state:
-        return Outcome(status, steps, digest, int(state["count"][0]))
+        return Outcome(status, steps, digest, int(state["brain/state/count"][0]))
 
 
 def wait_until_done(launched: Launched) -> int:

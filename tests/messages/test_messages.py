@@ -117,12 +117,12 @@ SCHEMA: dict[str, tuple[type, tuple[str, ...]]] = {
     ),
     "AgentUpdateResponse": (Response, ("actions", "metrics", "snapshot")),
     "MuscleUpdateRequest": (Request, ("muscle_uid", "experience")),
-    "MuscleUpdateResponse": (Response, ("update", "metrics")),
+    "MuscleUpdateResponse": (Response, ("update", "metrics", "restore")),
     "MuscleShutdownRequest": (Request, ("muscle_uid",)),
     "MuscleShutdownResponse": (Response, ("muscle_uid", "metrics")),
-    "BrainShutdownRequest": (Request, ("muscle_uid",)),
+    "BrainShutdownRequest": (Request, ("muscle_uid", "muscle_state")),
     "BrainShutdownResponse": (Response, ("brain_uid", "remaining", "metrics")),
-    "BrainCheckpointRequest": (Request, ("muscle_uid", "episodes")),
+    "BrainCheckpointRequest": (Request, ("muscle_uid", "episodes", "muscle_state")),
     "BrainCheckpointResponse": (Response, ("brain_uid", "path", "metrics")),
     "BrainSyncRequest": (Request, ("muscle_uid",)),
     "EnvironmentConductorShutdownRequest": (Request, ("run_uid",)),
@@ -144,6 +144,8 @@ SCHEMA: dict[str, tuple[type, tuple[str, ...]]] = {
     "ComponentSpec": (Record, ("class_path", "params")),
     "LoadSpec": (Record, ("phase", "agent", "run", "experiment")),
     "CheckpointPaths": (Record, ("save", "load")),
+    "EnvironmentPosition": (Record, ("episode", "evaluation_round", "evaluations")),
+    "ResumePoint": (Record, ("digest", "positions")),
     "EnvironmentPlan": (Record, ("uid", "env", "kind", "params", "placement", "policy_mapping",
                                  "record_steps", "copies", "vector_mode")),
     "AgentPlan": (Record, ("uid", "brain", "muscle", "brain_placement", "muscle_placement",
@@ -155,7 +157,7 @@ SCHEMA: dict[str, tuple[type, tuple[str, ...]]] = {
                            "experiment_seed", "episodes", "max_steps", "termination", "mode",
                            "transport", "host", "cpu_affinity", "record_steps", "store_path",
                            "timeouts", "default_agent", "environments", "agents",
-                           "evaluate_every", "evaluate_episodes")),
+                           "evaluate_every", "evaluate_episodes", "resume")),
 }
 
 MOSAIC_CLASSES = {

@@ -3,7 +3,7 @@ of a network learner."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium
@@ -14,8 +14,8 @@ from mosaic.agents.learners.mlp import MLP
 from mosaic.agents.policies import MLPPolicy, load_policy
 from mosaic.core.errors import MosaicError
 
-__all__ = ["legal_mask", "legal_masks", "load_mlp", "observation_space", "policy_shape",
-           "unwrap"]
+__all__ = ["legal_mask", "legal_masks", "load_mlp", "observation_space", "pack_records",
+           "policy_shape", "unpack_records", "unwrap"]
 
 
 def unwrap(observation: Any, legal_actions: Any) -> tuple[Any, Any]:
@@ -133,3 +133,31 @@ class RestorableState:
         except (KeyError, ValueError) as exc:
             self._load(before)
             raise MosaicError(f"{type(self).__name__} cannot load this state: {exc}") from exc
+
+
+def pack_records(records: Sequence[Mapping[str, Any]], prefix: str) -> dict[str, np.ndarray]:
+    """``records`` (episodes or segments a learner holds between updates: mappings of arrays,
+    numbers, bools and ``None``) as flat state arrays ``<prefix><i>.<field>``, with
+    ``<prefix>count``; a ``None`` field is left out."""
+    arrays = {f"{prefix}count": np.array(len(records), dtype=np.int64)}
+    for index, record in enumerate(records):
+        for name, value in record.items():
+            if value is not None:
+                arrays[f"{prefix}{index}.{name}"] = np.asarray(value)
+    return arrays
+
+
+def unpack_records(state: Mapping[str, np.ndarray], prefix: str,
+                   names: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The records :func:`pack_records` saved, each with ``names`` (``None`` where left out;
+    0-d arrays as Python scalars). A state without them gives none."""
+    if f"{prefix}count" not in state:
+        return []
+    records = []
+    for index in range(int(state[f"{prefix}count"])):
+        record: dict[str, Any] = {}
+        for name in names:
+            value = state.get(f"{prefix}{index}.{name}")
+            record[name] = value.item() if value is not None and value.ndim == 0 else value
+        records.append(record)
+    return records

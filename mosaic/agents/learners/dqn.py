@@ -31,7 +31,7 @@ from mosaic.agents.learners._common import (
 from mosaic.agents.learners.mlp import MLP, Adam, masked_max
 from mosaic.agents.learners.replay import ReplayBuffer, Transitions
 from mosaic.agents.muscle import Muscle
-from mosaic.agents.policies import save_mlp
+from mosaic.agents.policies import mlp_arrays, save_mlp
 from mosaic.core.errors import MosaicError
 
 if TYPE_CHECKING:
@@ -287,6 +287,16 @@ class DQNMuscle(Muscle):
         self.network = mlp_from_update(update, (self.n_inputs, self.n_actions), "Q-network")
         self.version = int(update.get("version", self.version))
 
+    def state(self) -> dict[str, np.ndarray]:
+        """``steps``: where the epsilon schedule is."""
+        return {"steps": np.array(self.steps, dtype=np.int64)}
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        """Continue the epsilon schedule from ``state["steps"]`` (``MosaicError`` if missing)."""
+        if "steps" not in state:
+            raise MosaicError(f"{type(self).__name__} state needs 'steps'; got {sorted(state)}")
+        self.steps = int(state["steps"])
+
 
 class DQNBrain(RestorableState, Brain):
     """Learns a Q network from replayed transitions, against a target network.
@@ -305,7 +315,9 @@ class DQNBrain(RestorableState, Brain):
 
     :meth:`learn` answers ``muscle`` with the online weights (``W0``, ``b0``, ..., ``version``)
     when they changed since it last got them and ``sync_every`` updates have passed; else
-    ``None``. :meth:`state` holds both networks, the optimizer and the counters, not the buffer.
+    ``None``. :meth:`state` holds both networks, the optimizer, the counters, the metric sums
+    not reported yet and the replay buffer's transitions (``replay.*``, oldest first), so a
+    continued run samples what the saved one would have.
 
     Metrics, every ``sync_every`` updates, as means over them: ``loss``, ``q_mean`` (the online
     Q of the sampled actions) and ``grad_norm`` (before clipping).
@@ -407,6 +419,10 @@ class DQNBrain(RestorableState, Brain):
                  **self.optimizer.state("adam.")}
         for name in ("transitions", "updates", "version"):
             state[name] = np.array(getattr(self, name), dtype=np.int64)
+        state["stats"] = self._stats.copy()
+        replay = self.buffer.contents()
+        state.update({f"replay.{name}": getattr(replay, name)
+                      for name in Transitions.__dataclass_fields__})
         return state
 
     def _load(self, state: Mapping[str, np.ndarray]) -> None:
@@ -415,6 +431,16 @@ class DQNBrain(RestorableState, Brain):
         self.optimizer.load_state(state, "adam.")
         self.transitions, self.updates, self.version = (
             int(state[name]) for name in ("transitions", "updates", "version"))
+        self._stats = np.asarray(state.get("stats", np.zeros(3)), dtype=np.float64).reshape(3)
+        buffer = ReplayBuffer(self.buffer.capacity, self.n_inputs, self.n_actions)
+        if "replay.actions" in state:
+            buffer.add(Transitions(*(np.asarray(state[f"replay.{name}"])
+                                     for name in Transitions.__dataclass_fields__)))
+        self.buffer = buffer
+
+    def greedy_policy(self) -> dict[str, np.ndarray]:
+        """The online network as an ``mlp`` policy (its arg-max is the greedy action)."""
+        return mlp_arrays(self.online.layers)
 
     def greedy_checkpoint(self, path: str | os.PathLike[str]) -> Path:
         """Write the online network as an ``mlp`` checkpoint (:mod:`mosaic.agents.policies`):

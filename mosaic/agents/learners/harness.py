@@ -13,7 +13,10 @@ harness keeps mosaic's contract so that a learner that works here works there:
 * the slots: spaces are rebuilt from their wire description, the slot is ``agent_0``, and the
   muscle uid is ``agent@environment``;
 * the wire: with ``wire=True`` (the default) experience and updates pass through mosaic's codec
-  (:func:`~mosaic.messages.codec.pack` / ``unpack``), so one that could not travel fails here.
+  (:func:`~mosaic.messages.codec.pack` / ``unpack``), so one that could not travel fails here;
+* checkpoints: :meth:`Harness.save` writes what a phase's end writes (the greedy policy, the
+  brain's and the muscle's states and generators, the episode position) and
+  :meth:`Harness.resume` restores it as a training phase that loads it does.
 """
 
 from __future__ import annotations
@@ -28,6 +31,13 @@ import gymnasium
 from mosaic.agents.brain import Brain, NoOpBrain
 from mosaic.agents.context import BrainContext, Mode, MuscleContext, Slot
 from mosaic.agents.muscle import Muscle
+from mosaic.core.checkpoints import (
+    Checkpoint,
+    learner_arrays,
+    read_checkpoint,
+    restore_learner,
+    write_checkpoint,
+)
 from mosaic.core.errors import MosaicError
 from mosaic.core.seeding import brain_seed, episode_seed, muscle_seed
 from mosaic.core.spaces import space_from_dict, space_to_dict
@@ -99,6 +109,7 @@ class Harness:
                     space_from_dict(space_to_dict(env.action_space)))
         slots = {GYMNASIUM_SLOT: slot}
         agent_params = dict(params or {})
+        self.environment = environment
         self.brain.setup(BrainContext(agent=agent, brain=agent, slots=slots,
                                       seed=brain_seed(self.seed, 0), mode=mode,
                                       params={**agent_params, **(brain_params or {})}))
@@ -106,6 +117,28 @@ class Harness:
                                         environment=environment, slots=slots,
                                         seed=muscle_seed(self.seed, 0, 0), mode=mode,
                                         params={**agent_params, **(muscle_params or {})}))
+
+    def save(self, path: str) -> None:
+        """Write a checkpoint between episodes, as the end of a phase writes it."""
+        brain, muscle = self.brain, self.muscle
+        write_checkpoint(path, Checkpoint(
+            brain.greedy_policy(), learner_arrays(brain.state(), brain.context.rng),
+            {self.muscle_uid: learner_arrays(muscle.state(), muscle.context.rng)},
+            positions={self.environment: (self.episodes_done, 0, 0)}))
+
+    def resume(self, path: str) -> None:
+        """Go on from the checkpoint at ``path`` as a training phase that loads it does: the
+        brain's and the muscle's states and generators, the brain's sync answer, and the
+        episode numbering."""
+        saved = read_checkpoint(path)
+        self.brain.load_state(restore_learner(saved.brain, self.brain.context.rng))
+        part = saved.muscles.get(self.muscle_uid)
+        if part is not None:
+            self.muscle.load_state(restore_learner(part, self.muscle.context.rng))
+        update = self.brain.sync(self.muscle_uid)
+        if update is not None:
+            self.muscle.apply_update(_through_wire(update) if self._wire else update)
+        self.episodes_done = saved.positions.get(self.environment, (0, 0, 0))[0]
 
     def run(
         self,

@@ -21,7 +21,12 @@ import numpy as np
 from mosaic.agents.batch import Batch
 from mosaic.agents.brain import Brain
 from mosaic.agents.context import BrainContext, MuscleContext
-from mosaic.agents.learners._common import RestorableState, mlp_from_update
+from mosaic.agents.learners._common import (
+    RestorableState,
+    mlp_from_update,
+    pack_records,
+    unpack_records,
+)
 from mosaic.agents.learners._common import legal_mask as _legal_mask
 from mosaic.agents.learners._common import legal_masks as _legal_masks
 from mosaic.agents.learners._common import load_mlp as _load_mlp
@@ -37,7 +42,7 @@ from mosaic.agents.learners.mlp import (
 )
 from mosaic.agents.learners.tabular_q import _param
 from mosaic.agents.muscle import Muscle
-from mosaic.agents.policies import save_mlp
+from mosaic.agents.policies import mlp_arrays, save_mlp
 from mosaic.core.errors import MosaicError
 
 __all__ = ["PolicyGradientBrain", "PolicyGradientMuscle"]
@@ -289,8 +294,9 @@ class PolicyGradientBrain(RestorableState, Brain):
     ``muscle`` with the policy weights (``W0``, ``b0``, ..., ``version``) whenever the weights
     it acts with are older than the brain's; otherwise ``None``. Episodes that a muscle
     collected with older weights still count as on-policy (as in asynchronous actor-critic).
-    :meth:`state` holds both networks, both optimizers' moments and the version; a batch still
-    being collected is not part of it.
+    :meth:`state` holds both networks, both optimizers' moments, the version and the episodes
+    of the batch still being collected (``batch.*``), so a continued run updates when the saved
+    one would have.
 
     Metrics, per update: ``policy_loss``, ``value_loss`` (after the last value step),
     ``entropy`` (of the policy on the batch) and ``grad_norm`` (the policy gradient's global
@@ -456,6 +462,7 @@ class PolicyGradientBrain(RestorableState, Brain):
                  **self.policy_optimizer.state("policy_adam."),
                  **self.value_optimizer.state("value_adam.")}
         state["version"] = np.array(self.version, dtype=np.int64)
+        state.update(pack_records([vars(episode) for episode in self._batch], "batch."))
         return state
 
     def _load(self, state: Mapping[str, np.ndarray]) -> None:
@@ -464,6 +471,12 @@ class PolicyGradientBrain(RestorableState, Brain):
         self.policy_optimizer.load_state(state, "policy_adam.")
         self.value_optimizer.load_state(state, "value_adam.")
         self.version = int(state["version"])
+        self._batch = [_Episode(**record) for record in
+                       unpack_records(state, "batch.", tuple(_Episode.__dataclass_fields__))]
+
+    def greedy_policy(self) -> dict[str, np.ndarray]:
+        """The policy as an ``mlp`` policy."""
+        return mlp_arrays(self.policy.layers)
 
     def greedy_checkpoint(self, path: str | os.PathLike[str]) -> Path:
         """Write the policy as an ``mlp`` checkpoint (:mod:`mosaic.agents.policies`).

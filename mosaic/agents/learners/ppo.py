@@ -27,6 +27,8 @@ from mosaic.agents.learners._common import (
     legal_masks,
     load_mlp,
     observation_space,
+    pack_records,
+    unpack_records,
     unwrap,
 )
 from mosaic.agents.learners.mlp import MLP
@@ -111,6 +113,10 @@ class _Segment:
                 "log_probs": np.array(self.log_probs), "rewards": np.array(self.rewards),
                 "masks": mask_array, "last_observation": last_observation,
                 "terminated": bool(terminated)}
+
+
+_SEGMENT_FIELDS = ("observations", "actions", "log_probs", "rewards", "masks", "last_observation",
+                   "terminated")
 
 
 class PPOMuscle(Muscle):
@@ -306,3 +312,21 @@ class PPOMuscle(Muscle):
                               f"{self.head.size}")
         self.policy, self.log_std = policy, log_std
         self.version = int(update.get("version", self.version))
+
+    # -- state ----------------------------------------------------------------------------
+    def state(self) -> dict[str, np.ndarray]:
+        """The rollout collected so far: its ended segments (``closed.*``) and ``steps``.
+        Between episodes no segment of a slot without copies is open; open segments of
+        copies are not part of it."""
+        state = pack_records(self._closed, "closed.")
+        state["steps"] = np.array(sum(len(segment["actions"]) for segment in self._closed),
+                                  dtype=np.int64)
+        return state
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        """Go on collecting the rollout in ``state`` (``MosaicError`` if it is malformed)."""
+        if "steps" not in state:
+            raise MosaicError(f"{type(self).__name__} state needs 'steps'; got {sorted(state)}")
+        self._closed = unpack_records(state, "closed.", _SEGMENT_FIELDS)
+        self._open.clear()
+        self._steps = int(state["steps"])

@@ -17,7 +17,7 @@ from mosaic.agents.learners.mlp import MLP, Adam
 from mosaic.agents.learners.ppo import ppo_spaces
 from mosaic.agents.learners.ppo_params import check_ppo_params
 from mosaic.agents.learners.ppo_policy import clipped_surrogate, gae
-from mosaic.agents.policies import save_mlp
+from mosaic.agents.policies import mlp_arrays, save_mlp
 from mosaic.core.errors import MosaicError
 
 __all__ = ["PPOBrain"]
@@ -207,6 +207,11 @@ class PPOBrain(RestorableState, Brain):
         self.optimizer.load_state(state, "adam.")
         self.log_std[...] = log_std  # in place: the optimizer holds this array
         self.version = int(state["version"])
+
+    def greedy_policy(self) -> dict[str, np.ndarray]:
+        """The policy as an ``mlp`` policy, for Discrete actions (empty for Box: the format
+        has no Gaussian policy)."""
+        return mlp_arrays(self.policy.layers) if self.head.discrete else {}
 
     def greedy_checkpoint(self, path: str | os.PathLike[str]) -> Path:
         """Write the policy as an ``mlp`` checkpoint (:mod:`mosaic.agents.policies`), whose

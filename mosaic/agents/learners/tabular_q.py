@@ -22,7 +22,7 @@ from mosaic.agents.learners._common import legal_masks as _legal_masks
 from mosaic.agents.learners._common import observation_space
 from mosaic.agents.learners._common import unwrap as _unwrap
 from mosaic.agents.muscle import Muscle
-from mosaic.agents.policies import QTablePolicy, load_policy, save_q_table
+from mosaic.agents.policies import QTablePolicy, load_policy, q_table_arrays, save_q_table
 from mosaic.core.errors import MosaicError
 
 __all__ = ["TabularQBrain", "TabularQMuscle", "Transition", "TransitionBatch"]
@@ -163,6 +163,9 @@ class TabularQMuscle(Muscle):
 
     Metrics: ``epsilon``, the exploration rate of each episode as it starts (in ``"train"``
     mode; with copies, one per copy's episode).
+
+    State (:meth:`state`): ``episodes``, the count the epsilon schedule is at; with the
+    generator saved beside it, a continued run explores exactly as the saved one would have.
     """
 
     def setup(self, context: MuscleContext) -> None:
@@ -334,6 +337,19 @@ class TabularQMuscle(Muscle):
             raise MosaicError(f"update table of shape {q.shape}; this muscle needs {self.q.shape}")
         self.q = q.copy()
 
+    def state(self) -> dict[str, np.ndarray]:
+        """``episodes``: the episodes begun, which set the next one's epsilon."""
+        return {"episodes": np.array(self.episodes, dtype=np.int64)}
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        """Continue the epsilon schedule from ``state["episodes"]`` (``MosaicError`` if
+        missing)."""
+        if "episodes" not in state:
+            raise MosaicError(f"{type(self).__name__} state needs 'episodes'; got "
+                              f"{sorted(state)}")
+        self.episodes = int(state["episodes"])
+        self.epsilon = self._epsilon()
+
 
 class TabularQBrain(Brain):
     """Learns a Q table with one-step Q-learning from the transitions its muscles send.
@@ -357,8 +373,9 @@ class TabularQBrain(Brain):
     truncated episode still bootstraps from ``s'``. :meth:`learn` takes a :data:`Transition` or
     a :data:`TransitionBatch` (what a muscle with copies sends), whose rows count as that many
     transitions, learnt in order. It returns ``{"q": copy}`` on the schedule and ``None``
-    otherwise. :meth:`state` is ``{"q": table}``; the per-muscle schedule counters are not part
-    of it.
+    otherwise. :meth:`state` is the table ``q``, the count of ``updates`` and each muscle's
+    transitions since its last answer (``since_update/<muscle>``); the TD errors awaiting
+    their report (none between episodes) are not part of it.
 
     Metrics, whenever a muscle's transitions end an episode: ``td_error``, the mean absolute
     TD error of that muscle's transitions since its last report, and ``updates``, the Q updates
@@ -478,15 +495,26 @@ class TabularQBrain(Brain):
         return {"q": self.q.copy()}
 
     def state(self) -> dict[str, np.ndarray]:
-        """``{"q": copy of the table}``."""
-        return {"q": self.q.copy()}
+        """A copy of the table ``q``, ``updates`` and ``since_update/<muscle>``."""
+        state = {"q": self.q.copy(), "updates": np.array(self.updates, dtype=np.int64)}
+        for muscle, count in self._since_update.items():
+            state[f"since_update/{muscle}"] = np.array(count, dtype=np.int64)
+        return state
 
     def load_state(self, state: dict[str, np.ndarray]) -> None:
-        """Restore the table from :meth:`state`; ``MosaicError`` if its shape differs."""
+        """Restore what :meth:`state` returned; ``MosaicError`` if the table's shape differs.
+        The counters of a state saved without them start at 0."""
         q = np.asarray(state["q"], dtype=np.float64)
         if q.shape != self.q.shape:
             raise MosaicError(f"state table of shape {q.shape}; this brain needs {self.q.shape}")
         self.q = q.copy()
+        self.updates = int(state.get("updates", 0))
+        self._since_update = {name.partition("/")[2]: int(value) for name, value in state.items()
+                              if name.startswith("since_update/")}
+
+    def greedy_policy(self) -> dict[str, np.ndarray]:
+        """The table as a ``q_table`` policy."""
+        return q_table_arrays(self.q)
 
     def greedy_checkpoint(self, path: str | os.PathLike[str]) -> Path:
         """Write the table as a ``q_table`` checkpoint (:mod:`mosaic.agents.policies`).
