@@ -98,7 +98,14 @@ _STATE, _RNG = "state/", "rng"
 def rng_state(rng: np.random.Generator) -> np.ndarray:
     """The state of ``rng``'s bit generator as a 0-d string array (JSON keeps its 128-bit
     integers exact)."""
-    return np.array(json.dumps(rng.bit_generator.state))
+    return np.array(json.dumps(rng.bit_generator.state, default=_plain))
+
+
+def _plain(value: object) -> object:
+    """A bit generator's state array (MT19937's key) as a list, for JSON."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} in a generator's state")
 
 
 def restore_rng(rng: np.random.Generator, saved: np.ndarray) -> None:
