@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,8 @@ from mosaic.messages import (
 )
 from mosaic.messages.names import AGENT_CONDUCTOR
 from mosaic.runtime.component import Component, handles
+
+log = logging.getLogger(__name__)
 
 
 class BrainActor(Component):
@@ -106,9 +109,14 @@ class BrainActor(Component):
         state = brain.state()
         if not state:
             return ""
+        try:
+            policy = brain.greedy_policy()
+        except (ValueError, MosaicError) as error:
+            # A policy the format refuses (NaN weights, say) must not cost the state itself.
+            log.warning("brain %s: the checkpoint holds no greedy policy: %s", self.uid, error)
+            policy = {}
         write_checkpoint(self._save_path, Checkpoint(
-            brain.greedy_policy(), learner_arrays(state, brain.context.rng),
-            dict(self._muscle_states)))
+            policy, learner_arrays(state, brain.context.rng), dict(self._muscle_states)))
         return self._save_path
 
     def _keep(self, muscle: str, muscle_state: dict[str, Any] | None) -> None:

@@ -317,7 +317,8 @@ class EnvironmentConfig(StrictModel):
 
 
 class LoadSpec(StrictModel):
-    """Where an agent's brain state comes from: a phase's checkpoint of a run or experiment.
+    """Where an agent continues from: a phase's checkpoint of a run or experiment (in a
+    training phase its brain, its muscles and the run's position; in a test phase its brain).
 
     ``agent`` defaults to the loading agent's own uid; without ``run``, the newest run of
     ``experiment`` (default: this experiment) that saved that phase is used.

@@ -55,7 +55,7 @@ class ComponentSpec(Record):
 
 @dataclass(frozen=True, slots=True)
 class LoadSpec(Record):
-    """Where an agent's brain starts from: a checkpoint of ``phase`` (see the file's ``load:``).
+    """Where an agent continues from: a checkpoint of ``phase`` (see the file's ``load:``).
 
     ``agent``, ``run`` and ``experiment`` default to the agent itself, the latest run and this
     experiment.

@@ -139,7 +139,8 @@ def _brain_probe(client: RequestClient, folder: Path, before: Any) -> None:
     client.request(MuscleUpdateRequest("muscle", 1), MuscleUpdateResponse, 5)
     saved = client.request(BrainCheckpointRequest("muscle", 1), BrainCheckpointResponse, 5)
     with np.load(saved.path, allow_pickle=False) as state:
-        assert int(state["brain/state/count"][0]) == 1  # the probe's experience, and nothing hostile
+        # The probe's experience, and nothing hostile.
+        assert int(state["brain/state/count"][0]) == 1
 
 
 def _nothing(client: RequestClient, folder: Path) -> None:
