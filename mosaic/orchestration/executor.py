@@ -366,7 +366,6 @@ class Executor:
                 self.on_progress(index, ctx)
 
 
-
 def _resume_point(path: Path) -> ResumePoint | None:
     """The position saved in the checkpoint at ``path``, if it has one."""
     saved = read_checkpoint(path)
