@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from mosaic.cli.console import configure_logging, exit_with_error
+from mosaic.cli.dashboard import dashboard
 from mosaic.cli.evaluate import evaluate, manual
 from mosaic.cli.keys import keys
 from mosaic.cli.results import export, plot
@@ -208,6 +209,7 @@ runs.add_command(export)
 cli.add_command(keys)
 cli.add_command(evaluate)
 cli.add_command(manual)
+cli.add_command(dashboard)
 
 
 #: The variables that size the thread pools of NumPy's BLAS (OpenBLAS, OpenMP, MKL).

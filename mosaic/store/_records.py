@@ -13,7 +13,8 @@ class RunSummary:
 
     ``episodes`` and ``steps`` are the run's totals once it ended, and the totals of the
     episodes recorded so far while it has not. ``mean_return`` is over recorded episodes.
-    ``params`` are the values of the experiment's sweep the run was given, by key path.
+    ``params`` are the values of the experiment's sweep the run was given, by key path;
+    ``digest`` is the fingerprint of its trajectory, stored when it ended (None before).
     """
 
     id: int
@@ -30,6 +31,7 @@ class RunSummary:
     mean_return: float | None
     error: str | None
     params: dict[str, Any] = field(default_factory=dict)
+    digest: str | None = None
 
 
 @dataclass(frozen=True)

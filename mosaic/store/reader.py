@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -133,11 +133,16 @@ class Store:
     ) -> None:
         self.close()
 
-    def list_runs(self, experiment: str | None = None) -> list[RunSummary]:
-        """All runs in the order they started, or only those of experiment uid ``experiment``."""
+    def list_runs(
+        self, experiment: str | None = None, *, ids: Collection[int] | None = None
+    ) -> list[RunSummary]:
+        """All runs in the order they started, or only those of experiment uid ``experiment``,
+        or only those whose integer id is in ``ids`` (unknown ids are left out)."""
         query = _summary_query()
         if experiment is not None:
             query = query.where(schema.experiments.c.uid == experiment)
+        if ids is not None:
+            query = query.where(schema.runs.c.id.in_(list(ids)))
         with self._reading() as conn:
             rows = conn.execute(query.order_by(schema.runs.c.id)).all()
         now = time.time()
@@ -370,8 +375,13 @@ class Store:
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def _reading(self) -> Any:
+    def reading(self) -> Any:
+        """A context manager giving one ``sqlalchemy.Connection`` for queries of the caller's
+        own (see :mod:`mosaic.store.schema`); a database error inside it is raised as
+        StoreError. Never write through it."""
         return _Reading(self._engine, self._where)
+
+    _reading = reading
 
     def _resolve(self, conn: sa.Connection, run: str | int) -> int:
         return resolve_run(conn, run, self._where)
@@ -405,6 +415,7 @@ class Store:
             mean_return=_float(row.mean_return),
             error=row.error,
             params=dict(row.params or {}),
+            digest=row.digest,
         )
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Self
@@ -69,6 +69,9 @@ class OperatorView:
     truncated: bool
     failure: str | None
     render_text: str | None
+    #: The operator's type (``random``, ``human``, ...) and its last RGB frame, a base64 PNG.
+    operator_type: str = ""
+    render_png: str | None = None
 
 
 class ManualSession:
@@ -193,10 +196,12 @@ class ManualSession:
                     "episode_abandoned", length=lane.steps, episode_reward=lane.episode_reward,
                     ended_by=ended_by))
 
-    def step_all(self) -> int:
-        """One step for every operator still in its episode; returns how many stepped."""
+    def step_all(self, operators: Collection[str] | None = None) -> int:
+        """One step for every operator still in its episode (only those whose ids are in
+        ``operators``, if given); returns how many stepped."""
         self._require_started()
-        playing = [lane for lane in self._lanes if lane.alive and lane.in_episode]
+        playing = [lane for lane in self._lanes if lane.alive and lane.in_episode
+                   and (operators is None or lane.operator_id in operators)]
         stepped = sum(self._rounds.run(playing, Lane.step))
         self._telemetry.write_lanes(self._lanes)
         if not self.any_playing:
@@ -204,22 +209,24 @@ class ManualSession:
         return stepped
 
     def step_n(
-        self, n: int, *, pacing: float = 0.0, on_round: Callable[[], None] | None = None
+        self, n: int, *, pacing: float = 0.0, on_round: Callable[[], None] | None = None,
+        operators: Collection[str] | None = None,
     ) -> int:
-        """Up to ``n`` Step All rounds, ending early when no episode runs; returns the rounds.
+        """Up to ``n`` Step All rounds (of ``operators`` only, if given), ending early when
+        none of them is in an episode; returns the rounds.
 
         ``on_round()`` (if given) is called after each round and ``pacing`` seconds pass between
         rounds.
         """
         rounds = 0
         for _ in range(max(0, n)):
-            if not self.any_playing:
+            if not self.playing(operators):
                 break
-            self.step_all()
+            self.step_all(operators)
             rounds += 1
             if on_round is not None:
                 on_round()
-            if pacing > 0 and self.any_playing and rounds < n:
+            if pacing > 0 and self.playing(operators) and rounds < n:
                 time.sleep(pacing)
         self._telemetry.flush()
         return rounds
@@ -229,7 +236,12 @@ class ManualSession:
     @property
     def any_playing(self) -> bool:
         """True while some live operator's episode is still running."""
-        return any(lane.alive and lane.in_episode for lane in self._lanes)
+        return self.playing()
+
+    def playing(self, operators: Collection[str] | None = None) -> bool:
+        """True while some live operator (of ``operators``, if given) is in its episode."""
+        return any(lane.alive and lane.in_episode for lane in self._lanes
+                   if operators is None or lane.operator_id in operators)
 
     @property
     def failed(self) -> bool:
@@ -268,6 +280,8 @@ class ManualSession:
                     ),
                     failure=failure.message if failure is not None else None,
                     render_text=text if isinstance(text, str) else None,
+                    operator_type=lane.config.operator_type,
+                    render_png=png if isinstance(png := render.get("png"), str) else None,
                 )
             )
         return views

@@ -1,0 +1,69 @@
+// Manual mode: one panel per operator; commands are posted, snapshots arrive live.
+"use strict";
+const base = `/api/manual/${pageData.index}`;
+const panels = document.getElementById("panels");
+const message = document.getElementById("message");
+
+function el(tag, attrs, text) {
+  const e = document.createElement(tag);
+  Object.entries(attrs || {}).forEach(([k, v]) => e.setAttribute(k, v));
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function render(snap) {
+  document.getElementById("shared").textContent = snap.state === "open"
+    ? `episode ${snap.episode}, shared seed ${snap.seed}` : snap.state;
+  document.body.dataset.state = snap.state;
+  document.body.dataset.version = snap.version;
+  for (const id of ["step", "stepn", "reset", "close"]) document.getElementById(id).disabled = snap.state !== "open";
+  document.getElementById("open").disabled = snap.state !== "closed";
+  panels.innerHTML = "";
+  for (const op of snap.operators) {
+    const panel = el("div", {class: "panel" + (op.status === "failed" ? " failed" : ""), "data-operator": op.operator_id});
+    const title = el("h3");
+    title.appendChild(el("span", {}, op.display_name));
+    title.appendChild(el("span", {class: "badge status st-" + op.status.replace(/ /g, "-")}, op.status));
+    panel.appendChild(title);
+    if (op.render_png) panel.appendChild(el("img", {src: "data:image/png;base64," + op.render_png, alt: op.operator_id}));
+    else if (op.render_text) panel.appendChild(el("pre", {}, op.render_text));
+    const facts = el("div", {class: "facts"});
+    const rows = [["type", op.operator_type], ["episode", `${op.episode_index ?? "–"} (seed ${op.seed ?? "–"})`],
+      ["step", op.steps], ["last action", op.last_action === null ? "–" : JSON.stringify(op.last_action)],
+      ["reward", op.last_reward ?? "–"], ["return", op.episode_return]];
+    for (const [k, v] of rows) { facts.appendChild(el("span", {}, k)); facts.appendChild(el("strong", {class: k.replace(/ /g, "-")}, String(v))); }
+    panel.appendChild(facts);
+    if (op.failure) panel.appendChild(el("div", {class: "failure"}, op.failure));
+    if (op.actions && op.status !== "failed") {
+      const buttons = el("div", {class: "actions"});
+      for (const [index, name] of op.actions) {
+        const b = el("button", {"data-action": index}, name === String(index) ? name : `${index} ${name}`);
+        b.disabled = op.status !== "your move";
+        b.addEventListener("click", () => send("act", {operator: op.operator_id, action: index}));
+        buttons.appendChild(b);
+      }
+      panel.appendChild(buttons);
+    }
+    panels.appendChild(panel);
+  }
+}
+
+async function send(command, body) {
+  message.textContent = "";
+  try {
+    const response = await fetch(`${base}/${command}`, {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body || {})});
+    const snap = await response.json();
+    if (snap.error) message.textContent = snap.error;
+    if (snap.operators) render(snap);
+  } catch (e) { message.textContent = String(e); }
+}
+
+document.getElementById("open").onclick = () => send("open");
+document.getElementById("close").onclick = () => send("close");
+document.getElementById("step").onclick = () => send("step", {n: 1});
+document.getElementById("stepn").onclick = () => send("step", {n: Number(document.getElementById("n").value)});
+document.getElementById("reset").onclick = () => {
+  const seed = document.getElementById("seed").value;
+  send("reset", seed === "" ? {} : {seed: Number(seed)});
+};
+listen(`${base}/events`, {snapshot: render});
