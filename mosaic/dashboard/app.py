@@ -18,6 +18,7 @@ from starlette.staticfiles import StaticFiles
 
 from mosaic.core.errors import MosaicError
 from mosaic.dashboard import manual_routes, run_routes
+from mosaic.dashboard.curves import CurveCache
 from mosaic.dashboard.live import POLL_INTERVAL, StoreWatcher
 from mosaic.dashboard.manual import BrowserManual
 from mosaic.dashboard.security import ASGIApp, Guard
@@ -52,6 +53,8 @@ def create_app(dashboard: Dashboard, closing: threading.Event | None = None) -> 
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         app.state.store = dashboard.store
         app.state.watcher = watcher
+        app.state.ended_runs = {}
+        app.state.curves = CurveCache(dashboard.store) if dashboard.store is not None else None
         app.state.manual = sessions
         app.state.closing = closing or threading.Event()
         try:

@@ -10,6 +10,8 @@ lowest and highest raw value in it, so that spikes a mean hides still show as a 
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any, Literal
 
 import numpy as np
@@ -19,7 +21,7 @@ from mosaic.core.errors import StoreError
 from mosaic.results import moving_average
 from mosaic.store import Store, schema
 
-__all__ = ["MAX_POINTS", "downsample", "run_curves"]
+__all__ = ["MAX_POINTS", "CurveCache", "downsample", "run_curves"]
 
 #: Points per line sent to the browser: about one per pixel of a chart's width.
 MAX_POINTS = 600
@@ -58,6 +60,43 @@ def _list(values: np.ndarray) -> list[float | None]:
     return [None if v != v else v for v in values.astype(np.float64).tolist()]
 
 
+class CurveCache:
+    """The raw points of runs' curves, kept between requests, so that a page that follows a
+    live run does not read its whole history again on every change.
+
+    A run's returns are read once, then only the episodes recorded since (rows are only ever
+    appended, and their ids grow); a metric is read again when the run has a metric row newer
+    than those read. At most ``size`` curves are kept, the least recently used dropped first.
+    Safe to use from several threads.
+    """
+
+    def __init__(self, store: Store, size: int = 64) -> None:
+        self.store = store
+        self.size = size
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[tuple[int, str | None], tuple[int, Any]] = OrderedDict()
+
+    def lines(self, run_id: int, *, metric: str | None = None, x: XAxis = "episodes",
+              smooth: int = 1, points: int = MAX_POINTS) -> list[dict[str, Any]]:
+        """As :func:`run_curves`, from the cache where it can."""
+        with self._lock, self.store.reading() as conn:
+            _check_run(conn, run_id, self.store.location)
+            key = (run_id, metric)
+            last, data = self._entries.pop(key, (0, None))
+            if metric is None:
+                last, data = _read_returns(conn, run_id, last, data)
+            else:
+                newest = _newest_metric(conn, run_id)
+                if data is None or newest != last:
+                    last, data = newest, _read_metric(conn, run_id, metric)
+            self._entries[key] = (last, data)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        if metric is None:
+            return _return_lines(data, x, smooth, points)
+        return _metric_lines(data, metric, x, smooth, points)
+
+
 def run_curves(store: Store, run_id: int, *, metric: str | None = None,
                x: XAxis = "episodes", smooth: int = 1,
                points: int = MAX_POINTS) -> list[dict[str, Any]]:
@@ -67,46 +106,80 @@ def run_curves(store: Store, run_id: int, *, metric: str | None = None,
     Raises StoreError when the run does not exist.
     """
     with store.reading() as conn:
-        if conn.execute(sa.select(schema.runs.c.id).where(schema.runs.c.id == run_id)
-                        ).scalar_one_or_none() is None:
-            raise StoreError(f"no run with id {run_id} in {store.location}")
+        _check_run(conn, run_id, store.location)
         if metric is None:
-            return _returns(conn, run_id, x, smooth, points)
-        return _metric(conn, run_id, metric, x, smooth, points)
+            return _return_lines(_read_returns(conn, run_id, 0, None)[1], x, smooth, points)
+        return _metric_lines(_read_metric(conn, run_id, metric), metric, x, smooth, points)
 
 
-def _returns(conn: sa.Connection, run_id: int, x: XAxis, smooth: int,
-             points: int) -> list[dict[str, Any]]:
+def _check_run(conn: sa.Connection, run_id: int, where: str) -> None:
+    if conn.execute(sa.select(schema.runs.c.id).where(schema.runs.c.id == run_id)
+                    ).scalar_one_or_none() is None:
+        raise StoreError(f"no run with id {run_id} in {where}")
+
+
+def _read_returns(conn: sa.Connection, run_id: int, after: int,
+                  known: np.ndarray | None) -> tuple[int, np.ndarray]:
+    """(the last episode row id read, the run's episodes as rows of (steps, return))."""
     e = schema.episodes
     rows = conn.execute(
-        sa.select(e.c.steps, e.c.total_return)
-        .where(e.c.run_id == run_id, e.c.evaluation == sa.false()).order_by(e.c.id)
+        sa.select(e.c.id, e.c.steps, e.c.total_return)
+        .where(e.c.run_id == run_id, e.c.evaluation == sa.false(), e.c.id > after)
+        .order_by(e.c.id)
     ).all()
-    if not rows:
+    new = np.array([(s, np.nan if r is None else r) for _, s, r in rows],
+                   dtype=np.float64).reshape(-1, 2)
+    data = new if known is None else np.concatenate([known, new])
+    return (int(rows[-1][0]) if rows else after), data
+
+
+def _return_lines(data: np.ndarray, x: XAxis, smooth: int,
+                  points: int) -> list[dict[str, Any]]:
+    if not len(data):
         return []
-    data = np.array([(s, np.nan if r is None else r) for s, r in rows], dtype=np.float64)
-    xs = (np.arange(1, len(rows) + 1, dtype=np.float64) if x == "episodes"
+    xs = (np.arange(1, len(data) + 1, dtype=np.float64) if x == "episodes"
           else np.cumsum(data[:, 0]))
     return [{"label": "return", **downsample(xs, data[:, 1], smooth, points)}]
 
 
-def _metric(conn: sa.Connection, run_id: int, metric: str, x: XAxis, smooth: int,
-            points: int) -> list[dict[str, Any]]:
+def _newest_metric(conn: sa.Connection, run_id: int) -> int:
     if not sa.inspect(conn).has_table(schema.metrics.name):
-        return []
+        return 0
     m = schema.metrics
-    position = m.c.episode if x == "episodes" else m.c.step
+    return int(conn.execute(sa.select(sa.func.max(m.c.id)).where(m.c.run_id == run_id)
+                            ).scalar() or 0)
+
+
+#: A metric's rows: (agent, source) -> rows of (episode, step, value).
+MetricData = dict[tuple[str, str], np.ndarray]
+
+
+def _read_metric(conn: sa.Connection, run_id: int, metric: str) -> MetricData:
+    if not sa.inspect(conn).has_table(schema.metrics.name):
+        return {}
+    m = schema.metrics
     rows = conn.execute(
-        sa.select(m.c.agent, m.c.source, position, sa.func.avg(m.c.value))
-        .where(m.c.run_id == run_id, m.c.name == metric, position.is_not(None))
-        .group_by(m.c.agent, m.c.source, position).order_by(m.c.agent, m.c.source, position)
+        sa.select(m.c.agent, m.c.source, m.c.episode, m.c.step, m.c.value)
+        .where(m.c.run_id == run_id, m.c.name == metric).order_by(m.c.id)
     ).all()
-    parts: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    for agent, source, at, value in rows:
-        parts.setdefault((agent, source), []).append((at, value))
+    parts: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    for agent, source, episode, step, value in rows:
+        parts.setdefault((agent, source), []).append(
+            (np.nan if episode is None else episode, np.nan if step is None else step, value))
+    return {key: np.array(values, dtype=np.float64) for key, values in parts.items()}
+
+
+def _metric_lines(data: MetricData, metric: str, x: XAxis, smooth: int,
+                  points: int) -> list[dict[str, Any]]:
+    """One line per (agent, source): the mean of the values reported at each x, in order."""
+    column = 0 if x == "episodes" else 1
     lines = []
-    for (agent, source), values in parts.items():
-        data = np.array(values, dtype=np.float64)
-        label = metric if len(parts) == 1 else f"{metric} {agent}/{source}"
-        lines.append({"label": label, **downsample(data[:, 0], data[:, 1], smooth, points)})
+    for (agent, source), values in data.items():
+        values = values[~np.isnan(values[:, column])]
+        if not len(values):
+            continue
+        xs, inverse = np.unique(values[:, column], return_inverse=True)
+        ys = np.bincount(inverse, weights=values[:, 2]) / np.bincount(inverse)
+        label = metric if len(data) == 1 else f"{metric} {agent}/{source}"
+        lines.append({"label": label, **downsample(xs, ys, smooth, points)})
     return lines

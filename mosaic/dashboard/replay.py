@@ -124,6 +124,8 @@ def replay_episode(store: Store, run_id: int, environment: str, episode: int) ->
             frames.append(_frame(env))
             actions.append(_plain(action))
             rewards.append(float(new_reward))
+            if (terminated or truncated) and index + 1 < len(stored):
+                break  # the re-simulation ended early: a mismatch is already recorded
     finally:
         env.close()
     return Replay(environment, episode, seed, spec, frames, actions, rewards,

@@ -20,10 +20,11 @@ from starlette.routing import Route
 
 from mosaic.core.errors import MosaicError, StoreError
 from mosaic.dashboard import pages
-from mosaic.dashboard.curves import run_curves
+from mosaic.dashboard.curves import CurveCache
 from mosaic.dashboard.live import StoreWatcher, event_stream
 from mosaic.dashboard.replay import ReplayError, replay_episode, replayable, run_check
 from mosaic.store import Store
+from mosaic.store.schema import FINAL_STATUSES
 
 __all__ = ["BadRequest", "int_param", "routes"]
 
@@ -87,17 +88,35 @@ async def run_rows(request: Request) -> Response:
                          "experiments": {str(run.id): run.experiment for run in runs}})
 
 
-def _sections(store: Store, run_id: int) -> dict[str, Any]:
+#: A run that ended never changes: its page's sections are kept (the last this many).
+_ENDED_KEPT = 256
+
+
+def _sections(store: Store, run_id: int, ended: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    kept = ended.get(run_id)
+    if kept is not None:
+        return kept
     detail = store.show_run(run_id)
     environments = replayable(store, run_id)
     metrics = store.metric_names(run_id)
-    return {**pages.run_sections(detail, environments, bool(environments), metrics),
-            "uid": detail.uid, "metrics": metrics}
+    sections = {**pages.run_sections(detail, environments, bool(environments), metrics),
+                "uid": detail.uid, "metrics": metrics}
+    if detail.status in FINAL_STATUSES:
+        if len(ended) >= _ENDED_KEPT:
+            ended.pop(next(iter(ended)), None)
+        ended[run_id] = sections
+    return sections
+
+
+async def sections_of(request: Request, run_id: int) -> dict[str, Any]:
+    """What a run's page shows of it (see :func:`mosaic.dashboard.pages.run_sections`)."""
+    return await run_in_threadpool(_sections, _store(request), run_id,
+                                   request.app.state.ended_runs)
 
 
 async def run_page(request: Request) -> Response:
     store, run_id = _store(request), request.path_params["run_id"]
-    sections = await run_in_threadpool(_sections, store, run_id)
+    sections = await sections_of(request, run_id)
     body = (
         f'<h1>{escape(sections["uid"])}</h1>'
         f'<section id=failure>{sections["failure"]}</section>'
@@ -111,8 +130,7 @@ async def run_page(request: Request) -> Response:
 
 
 async def run_sections(request: Request) -> Response:
-    store, run_id = _store(request), request.path_params["run_id"]
-    return JSONResponse(await run_in_threadpool(_sections, store, run_id))
+    return JSONResponse(await sections_of(request, request.path_params["run_id"]))
 
 
 async def compare_page(request: Request) -> Response:
@@ -136,6 +154,7 @@ async def curves(request: Request) -> Response:
     if x not in ("episodes", "steps"):
         raise BadRequest("x must be episodes or steps")
     smooth = int_param(request, "smooth", 1, low=1, high=100_000)
+    cache: CurveCache = request.app.state.curves
 
     def load() -> list[dict[str, Any]]:
         uids = {r.id: r.uid for r in store.list_runs(ids=ids)}
@@ -143,8 +162,8 @@ async def curves(request: Request) -> Response:
         for run_id in ids:
             if run_id not in uids:
                 continue
-            for line in run_curves(store, run_id, metric=metric, x=x,  # type: ignore[arg-type]
-                                   smooth=smooth):
+            for line in cache.lines(run_id, metric=metric, x=x,  # type: ignore[arg-type]
+                                    smooth=smooth):
                 suffix = "" if line["label"] in ("return", metric) else f" {line['label']}"
                 lines.append({**line, "label": uids[run_id] + suffix, "run": run_id})
         return lines

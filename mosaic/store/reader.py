@@ -138,7 +138,7 @@ class Store:
     ) -> list[RunSummary]:
         """All runs in the order they started, or only those of experiment uid ``experiment``,
         or only those whose integer id is in ``ids`` (unknown ids are left out)."""
-        query = _summary_query()
+        query = _summary_query(ids)
         if experiment is not None:
             query = query.where(schema.experiments.c.uid == experiment)
         if ids is not None:
@@ -163,7 +163,7 @@ class Store:
         training = e.c.evaluation == sa.false()
         with self._reading() as conn:
             run_id = self._resolve(conn, run)
-            row = conn.execute(_summary_query().where(r.c.id == run_id)).one()
+            row = conn.execute(_summary_query([run_id]).where(r.c.id == run_id)).one()
             transitions = [
                 Transition(t.seq, t.from_state, t.to_state, t.reason, _when(t.at))  # type: ignore[arg-type]
                 for t in conn.execute(
@@ -450,9 +450,11 @@ class _Reading:
             ) from exc
 
 
-def _summary_query() -> sa.Select[Any]:
+def _summary_query(ids: Collection[int] | None = None) -> sa.Select[Any]:
+    """Runs with their experiment and episode aggregates; the caller filters the runs. With
+    ``ids``, only those runs' episodes are aggregated (not every run's, then filtered)."""
     r, x, e = schema.runs, schema.experiments, schema.episodes
-    agg = (
+    agg_query = (
         sa.select(
             e.c.run_id,
             sa.func.count().label("recorded_episodes"),
@@ -461,8 +463,10 @@ def _summary_query() -> sa.Select[Any]:
         )
         .where(e.c.evaluation == sa.false())
         .group_by(e.c.run_id)
-        .subquery()
     )
+    if ids is not None:
+        agg_query = agg_query.where(e.c.run_id.in_(list(ids)))
+    agg = agg_query.subquery()
     return (
         sa.select(
             r,

@@ -15,29 +15,34 @@ from tests.dashboard.conftest import served
 
 
 def _row(browser: Any, run_id: int) -> Any:
-    return browser.find_element(By.CSS_SELECTOR, f'tr[data-run="{run_id}"]')
+    return browser.find_element(By.CSS_SELECTOR, f'.row[data-run="{run_id}"]')
+
+
+def _shown(browser: Any, run_id: int) -> bool:
+    return bool(browser.execute_script(
+        "return getComputedStyle(arguments[0]).display !== 'none'", _row(browser, run_id)))
 
 
 def _cells(browser: Any, run_id: int) -> list[str]:
-    return [c.text for c in _row(browser, run_id).find_elements(By.TAG_NAME, "td")]
+    return [c.text for c in _row(browser, run_id).find_elements(By.XPATH, "./div")]
 
 
 def test_runs_page_lists_every_run_and_searches(cartpole_store: Path, browser: Any,
                                                 tmp_path: Path) -> None:
     with served(cartpole_store) as server:
         browser.get(server.url + "/")
-        rows = browser.find_elements(By.CSS_SELECTOR, "tr[data-run]")
+        rows = browser.find_elements(By.CSS_SELECTOR, ".row[data-run]")
         assert len(rows) == 2
         text = browser.find_element(By.ID, "runs").text
         assert "cartpole-two-runs" in text and "finished" in text
-        digest = _row(browser, 1).find_element(By.CSS_SELECTOR, "td.mono").get_attribute("title")
+        digest = _row(browser, 1).find_element(By.CSS_SELECTOR, ".mono").get_attribute("title")
         assert len(digest) == 32  # the run's stored digest, in full on hover
         browser.find_element(By.ID, "search").send_keys("r1")
-        wait_for("the search to hide run 1", lambda: not _row(browser, 1).is_displayed())
-        assert _row(browser, 2).is_displayed()
+        wait_for("the search to hide run 1", lambda: not _shown(browser, 1))
+        assert _shown(browser, 2)
         assert "1 of 2 runs" in browser.find_element(By.ID, "shown").text
         browser.find_element(By.ID, "search").send_keys(Keys.CONTROL, "a", Keys.BACKSPACE)
-        wait_for("every run to show again", lambda: _row(browser, 1).is_displayed())
+        wait_for("every run to show again", lambda: _shown(browser, 1))
         for box in browser.find_elements(By.CSS_SELECTOR, "input.pick"):
             box.click()
         browser.find_element(By.ID, "compare").click()
