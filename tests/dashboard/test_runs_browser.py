@@ -56,6 +56,13 @@ def test_a_live_run_advances_and_fails_without_reload(writer: StoreWriter, brows
     experiment = writer.experiment_started("live-demo", None, {"environments": []})
     done = writer.run_started(experiment, "live-demo-r0", 0, 7)
     writer.run_finished(done, "finished", None, 0, 0, digest="ab" * 16)
+    for index, (status, error) in enumerate((("failed", "ValueError: lr must be > 0"),
+                                             ("cancelled", "cancelled by SIGINT")), start=2):
+        ended = writer.run_started(experiment, f"live-demo-r{index}", index, 10 + index,
+                                   params={"agents.lr": -0.1 * index})
+        for episode in range(4):
+            writer.record_episode(ended, "env", episode, 12, 1.5 * episode, {}, True, False, 0)
+        writer.run_finished(ended, status, error, 4, 48, digest=f"{index:02d}" * 16)
     run = writer.run_started(experiment, "live-demo-r1", 1, 8, params={"agents.lr": 0.01})
     writer.record_transition(run, None, "running", "started")
     for episode in range(3):

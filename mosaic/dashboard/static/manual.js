@@ -11,7 +11,10 @@ function el(tag, attrs, text) {
   return e;
 }
 
+let shown = -1;  // the version on screen: a snapshot seen twice (reply and live) draws once
 function render(snap) {
+  if (snap.version <= shown) return;
+  shown = snap.version;
   document.getElementById("shared").textContent = snap.state === "open"
     ? `episode ${snap.episode}, shared seed ${snap.seed}` : snap.state;
   document.body.dataset.state = snap.state;
