@@ -9,8 +9,8 @@ episodes each (in experiments of 50 runs, with sweep parameters and digests), an
 loopback and timed, median of ``--repeat``:
 
 - ``runs page``: the HTML of ``/`` with every run;
-- ``big run page``: the HTML of ``/runs/<id>`` plus ``/api/curves`` (what its script fetches:
-  the learning curve downsampled on the server);
+- ``big run page``: the HTML of ``/runs/<id>``, which carries its learning curve downsampled
+  on the server;
 - with Chromium (``/usr/bin/chromium``), the same two pages in the headless browser, from
   navigation to the table shown / the curve drawn.
 
@@ -73,7 +73,8 @@ def build(path: Path, runs: int, episodes: int) -> int:
 
 
 def timed(action: Callable[[], Any], repeat: int) -> tuple[float, float]:
-    """Seconds of the first call (cold: nothing cached yet) and the median of ``repeat`` more."""
+    """Seconds of the first call (cold: the dashboard has cached nothing yet) and the median
+    of ``repeat`` more."""
     times = []
     for _ in range(repeat + 1):
         started = time.perf_counter()
@@ -96,6 +97,7 @@ def browser_times(url: str, big: int, repeat: int) -> dict[str, tuple[float, flo
     profile = Path(tempfile.mkdtemp(prefix="mosaic-bench-chromium-"))
     driver = chromium(profile)
     try:
+        driver.get(url + "/manual")  # the browser's own start-up is not the dashboard's
         def runs_page() -> None:
             driver.get(url + "/")  # returns after the load event: the table is in the HTML
             driver.execute_script("return document.querySelectorAll('.row[data-run]').length")
@@ -134,9 +136,7 @@ def main() -> None:
         with BackgroundServer(Dashboard(store)) as server:  # a fresh server: nothing cached
             url = server.url
             pages["runs page (HTTP)"] = timed(lambda: fetch(url + "/"), args.repeat)
-            pages["big run page (HTTP)"] = timed(
-                lambda: (fetch(f"{url}/runs/{big}"), fetch(f"{url}/api/curves?runs={big}")),
-                args.repeat)
+            pages["big run page (HTTP)"] = timed(lambda: fetch(f"{url}/runs/{big}"), args.repeat)
         if not args.no_browser:
             with BackgroundServer(Dashboard(open_store(path))) as server:
                 pages.update(browser_times(server.url, big, args.repeat))

@@ -33,7 +33,8 @@ def page(title: str, body: str, *, where: str, script: str | None = None,
     scripts = '<script src="/static/chart.js"></script>'
     if script:
         scripts += f'<script src="/static/{script}"></script>'
-    payload = escape(json.dumps(data or {}), quote=False).replace("</", "<\\/")
+    # A script element's text is not HTML-decoded: keep it JSON, with no "<" to end it early.
+    payload = json.dumps(data or {}).replace("<", "\\u003c")
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         f"<title>{escape(title)} · mosaic</title>"

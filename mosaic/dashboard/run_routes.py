@@ -13,6 +13,7 @@ from dataclasses import asdict
 from html import escape
 from typing import Any
 
+import sqlalchemy as sa
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
@@ -23,7 +24,7 @@ from mosaic.dashboard import pages
 from mosaic.dashboard.curves import CurveCache
 from mosaic.dashboard.live import StoreWatcher, event_stream
 from mosaic.dashboard.replay import ReplayError, replay_episode, replayable, run_check
-from mosaic.store import Store
+from mosaic.store import Store, schema
 from mosaic.store.schema import FINAL_STATUSES
 
 __all__ = ["BadRequest", "int_param", "routes"]
@@ -116,7 +117,10 @@ async def sections_of(request: Request, run_id: int) -> dict[str, Any]:
 
 async def run_page(request: Request) -> Response:
     store, run_id = _store(request), request.path_params["run_id"]
-    sections = await sections_of(request, run_id)
+    # Both at once, and the curve in the page: the reads overlap, and no second round trip.
+    sections, drawn = await asyncio.gather(
+        sections_of(request, run_id),
+        run_in_threadpool(chart, store, request.app.state.curves, [run_id]))
     body = (
         f'<h1>{escape(sections["uid"])}</h1>'
         f'<section id=failure>{sections["failure"]}</section>'
@@ -126,7 +130,7 @@ async def run_page(request: Request) -> Response:
         f'<h2>Episodes</h2><section id=episodes>{sections["episodes"]}</section>'
     )
     return HTMLResponse(pages.page(sections["uid"], body, where=store.location,
-                                   script="run.js", data={"runs": [run_id]}))
+                                   script="run.js", data={"runs": [run_id], "chart": drawn}))
 
 
 async def run_sections(request: Request) -> Response:
@@ -147,6 +151,28 @@ async def compare_page(request: Request) -> Response:
                                    data={"runs": [r.id for r in runs]}))
 
 
+def chart(store: Store, cache: CurveCache, ids: list[int], metric: str | None = None,
+          x: str = "episodes", smooth: int = 1) -> dict[str, Any]:
+    """What a chart draws: a line per run (per part of a metric), labelled with the run's uid,
+    and the axes' labels. Unknown ids are left out."""
+    with store.reading() as conn:
+        uids = {row.id: row.uid for row in conn.execute(
+            sa.select(schema.runs.c.id, schema.runs.c.uid).where(schema.runs.c.id.in_(ids)))}
+    lines = []
+    for run_id in ids:
+        if run_id not in uids:
+            continue
+        for line in cache.lines(run_id, metric=metric, x=x,  # type: ignore[arg-type]
+                                smooth=smooth):
+            suffix = "" if line["label"] in ("return", metric) else f" {line['label']}"
+            lines.append({**line, "label": uids[run_id] + suffix, "run": run_id})
+    label = metric or "return"
+    if smooth > 1:
+        label += f" (moving average of {smooth})"
+    return {"lines": lines, "y_label": label,
+            "x_label": "episode" if x == "episodes" else "env steps"}
+
+
 async def curves(request: Request) -> Response:
     store, ids = _store(request), _ids(request)
     metric = request.query_params.get("metric") or None
@@ -154,26 +180,8 @@ async def curves(request: Request) -> Response:
     if x not in ("episodes", "steps"):
         raise BadRequest("x must be episodes or steps")
     smooth = int_param(request, "smooth", 1, low=1, high=100_000)
-    cache: CurveCache = request.app.state.curves
-
-    def load() -> list[dict[str, Any]]:
-        uids = {r.id: r.uid for r in store.list_runs(ids=ids)}
-        lines = []
-        for run_id in ids:
-            if run_id not in uids:
-                continue
-            for line in cache.lines(run_id, metric=metric, x=x,  # type: ignore[arg-type]
-                                    smooth=smooth):
-                suffix = "" if line["label"] in ("return", metric) else f" {line['label']}"
-                lines.append({**line, "label": uids[run_id] + suffix, "run": run_id})
-        return lines
-
-    lines = await run_in_threadpool(load)
-    label = metric or "return"
-    if smooth > 1:
-        label += f" (moving average of {smooth})"
-    return JSONResponse({"lines": lines, "y_label": label,
-                         "x_label": "episode" if x == "episodes" else "env steps"})
+    return JSONResponse(await run_in_threadpool(chart, store, request.app.state.curves, ids,
+                                                metric, x, smooth))
 
 
 async def replay_page(request: Request) -> Response:

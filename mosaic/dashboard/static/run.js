@@ -29,4 +29,9 @@ listen("/api/events", {runs: msg => {
   refresh("sections", drawSections);
   refresh("curves", drawCurves);
 }});
-refresh("curves", drawCurves);
+if (pageData.chart && chart) {  // the page came with its curve: draw it without asking
+  drawChart(chart, pageData.chart);
+  chart.dataset.drawn = "1";
+} else {
+  refresh("curves", drawCurves);
+}
