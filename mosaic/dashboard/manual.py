@@ -63,6 +63,7 @@ class BrowserManual:
         self._actions: dict[str, list[tuple[int, str]]] = {}
         self._busy: set[str] = set()
         self._views: list[OperatorView] = []
+        self._shared: tuple[int | None, int | None] = (None, None)
         self._error: str | None = None
         self._next_episode = 1
         self._state = "closed"
@@ -226,15 +227,19 @@ class BrowserManual:
         return [] if self._config is None else [spec.id for spec in self._config.operators]
 
     def _refresh(self) -> None:
+        # Views and the shared seed are read together, so a snapshot taken meanwhile shows one
+        # moment of the session, never a new seed beside the panels of the episode before.
         if self._session is not None:
             self._views = self._session.views()
+            self._shared = (self._session.seed, self._session.episode_index)
         self._drain()
         self._bump()
 
     def _done(self) -> None:
+        self._refresh()
         self._busy = set()
         self._error = None
-        self._refresh()
+        self._bump()
 
     def _drain(self) -> None:
         """Empty what human workers wrote to their terminals (prompts), so they never block."""
@@ -263,8 +268,8 @@ class BrowserManual:
             "uid": config.uid if config is not None else None,
             "state": self._state,
             "version": self.version,
-            "seed": session.seed if session is not None else None,
-            "episode": session.episode_index if session is not None else None,
+            "seed": self._shared[0] if session is not None else None,
+            "episode": self._shared[1] if session is not None else None,
             "error": self._error,
             "operators": operators,
         }

@@ -76,11 +76,17 @@ def run_check(store: Store, run_id: int) -> tuple[str | None, str]:
         return None, f"no digest stored (the run is {row.status})"
     if copies:
         return row.digest, "not checkable: environment copies are hashed as batches"
+    ends = _episode_ends(store, run_id)
+    if ends is None:
+        return row.digest, "not checkable: the run continues a saved one (its chain starts there)"
+    # The run's digest is a chain: each ended episode's digest seeds the next one's.
     digest = hashlib.blake2b(digest_size=16)
     seen = 0
     for step in _rows(store, run_id, None, None):
-        digest.update(pack((step[0], step[1], step[2], step[3], step[4], step[5], step[6])))
+        digest.update(pack(step[:7]))
         seen += 1
+        if step[7] in ends:
+            digest = _chained(digest.digest())
     if seen == 0:
         return row.digest, "not checkable: the run recorded no steps"
     return row.digest, "verified" if digest.hexdigest() == row.digest else (
@@ -110,7 +116,8 @@ def replay_episode(store: Store, run_id: int, environment: str, episode: int) ->
         mismatch: int | None = None
         observation, _ = env.reset(seed=seed)
         frames.append(_frame(env))
-        for index, (env_uid, slot, stored_obs, action, reward, term, trunc) in enumerate(stored):
+        for index, (env_uid, slot, stored_obs, action, reward, term, trunc, _) in enumerate(
+                stored):
             stored_hash.update(pack((env_uid, slot, stored_obs, action, reward, term, trunc)))
             before = observation
             observation, new_reward, terminated, truncated, _ = env.step(action)
@@ -180,15 +187,15 @@ def _episode_seed(store: Store, run_id: int, environment: str, episode: int) -> 
 
 def _rows(store: Store, run_id: int, environment: str | None,
           episode: int | None) -> Any:
-    """(environment, slot, observation, action, reward, terminated, truncated) of stored steps,
-    decoded, in the order they were recorded."""
+    """(environment, slot, observation, action, reward, terminated, truncated, row id) of
+    stored steps, decoded, in the order they were recorded."""
     from mosaic.messages.codec import unpack
     from mosaic.store._values import decompressing
 
     decode = decompressing(unpack)
     s = schema.steps
     query = sa.select(s.c.environment, s.c.slot, s.c.observation, s.c.action, s.c.reward,
-                      s.c.terminated, s.c.truncated).where(s.c.run_id == run_id)
+                      s.c.terminated, s.c.truncated, s.c.id).where(s.c.run_id == run_id)
     if environment is not None:
         query = query.where(s.c.environment == environment, s.c.episode == episode,
                             s.c.copy == 0)
@@ -196,7 +203,33 @@ def _rows(store: Store, run_id: int, environment: str | None,
         for row in conn.execution_options(yield_per=1000).execute(query.order_by(s.c.id)):
             yield (row[0], row[1], None if row[2] is None else decode(row[2]),
                    None if row[3] is None else decode(row[3]), row[4], bool(row[5]),
-                   bool(row[6]))
+                   bool(row[6]), row[7])
+
+
+def _episode_ends(store: Store, run_id: int) -> set[int] | None:
+    """The ids of the step rows after which the run linked its digest chain: the last row of
+    each training episode that ended. None for a run that continues a saved one (its first
+    episode is not 0), whose chain starts from the saved run's."""
+    s, e = schema.steps, schema.episodes
+    with store.reading() as conn:
+        first = conn.execute(sa.select(sa.func.min(s.c.episode)).where(s.c.run_id == run_id)
+                             ).scalar()
+        if first:
+            return None
+        ended = sa.select(e.c.environment, e.c.episode).where(
+            e.c.run_id == run_id, e.c.evaluation.is_(False)).subquery()
+        last = sa.select(sa.func.max(s.c.id)).join(
+            ended, sa.and_(s.c.environment == ended.c.environment,
+                           s.c.episode == ended.c.episode)
+        ).where(s.c.run_id == run_id).group_by(s.c.environment, s.c.episode)
+        return {row_id for (row_id,) in conn.execute(last)}
+
+
+def _chained(chain: bytes) -> Any:
+    """A digest that starts from ``chain``, as the simulation controller links episodes."""
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(chain)
+    return digest
 
 
 def _make(spec: str, params: dict[str, Any]) -> Any:
