@@ -16,7 +16,7 @@ from mosaic.experiment import Experiment
 from mosaic.orchestration.executor import Executor, ProgressCallback, RunResult
 from mosaic.store import StoreWriter
 
-__all__ = ["CLOSE_TIMEOUT_S", "Execution", "execute", "open_results"]
+__all__ = ["CLOSE_TIMEOUT_S", "Execution", "execute", "join_cluster", "open_results"]
 
 #: Time the store gets to commit what is left once the runs are over.
 CLOSE_TIMEOUT_S = 60.0
@@ -44,23 +44,47 @@ def open_results(experiment: Experiment) -> StoreWriter:
     return writer
 
 
+def join_cluster(experiment: Experiment, ray: str | None = None) -> str | None:
+    """Join the Ray cluster the runs need, if any: at ``ray`` (``--ray``), else at the file's
+    ``executor: {ray: {address}}``, else the local one (``auto``) where some component has
+    ``placement: ray``; return its address (``None``: the runs need none).
+
+    Call it before anything starts: raises :class:`~mosaic.runtime.ray_support.RayMissing`
+    (which extra to install) or :class:`~mosaic.core.errors.MosaicError` (the cluster cannot
+    be reached).
+    """
+    settings = experiment.executor.ray
+    address = ray or (settings.address if settings is not None else None)
+    if address is None and any(
+            "ray" in experiment.run_config(0, phase).placements()
+            for phase in range(len(experiment.phase_names(0)))):
+        address = "auto"
+    if address is not None:
+        from mosaic.runtime.ray_support import connect
+
+        connect(address)
+    return address
+
+
 def execute(experiment: Experiment, writer: StoreWriter, *, jobs: int = 1,
             on_progress: ProgressCallback | None = None,
             on_run_end: Callable[[RunResult], None] | None = None,
-            exit_at_once: bool = True) -> Execution:
+            exit_at_once: bool = True, ray: str | None = None) -> Execution:
     """Run every run of ``experiment``, ``jobs`` at a time, recording them through ``writer``.
 
     The first SIGINT or SIGTERM (in the main thread) cancels: active runs shut down in order,
     later ones do not start, and the result says which signal it was; a second SIGINT kills
     every component process, and exits the process at once with ``exit_at_once`` (see
-    :class:`~mosaic.orchestration.executor.Executor`). ``writer`` is closed before this returns
-    or raises, within :data:`CLOSE_TIMEOUT_S`. Raises
+    :class:`~mosaic.orchestration.executor.Executor`). With ``ray`` (a Ray address, or
+    ``auto``), or the file's ``executor: {ray: ...}``, each run is a task on that Ray cluster
+    (see :mod:`mosaic.orchestration.ray_runs`; call :func:`join_cluster` first). ``writer``
+    is closed before this returns or raises, within :data:`CLOSE_TIMEOUT_S`. Raises
     :class:`~mosaic.core.errors.StoreError` when the database fails under the runs; what was
     committed before stays.
     """
     try:
         executor = Executor(experiment, writer, on_progress=on_progress, on_run_end=on_run_end,
-                            jobs=jobs, exit_at_once=exit_at_once)
+                            jobs=jobs, exit_at_once=exit_at_once, ray=ray)
         results = executor.execute()
     finally:
         writer.close(CLOSE_TIMEOUT_S)

@@ -7,7 +7,7 @@ import signal
 from collections.abc import Mapping
 from typing import Any
 
-from mosaic.api.execution import execute, open_results
+from mosaic.api.execution import execute, join_cluster, open_results
 from mosaic.api.progress import ProgressDisplay
 from mosaic.api.results import Results, RunRecord
 from mosaic.experiment import Experiment, experiment_from_data, load_experiment
@@ -20,7 +20,8 @@ _RESOLVED = {"source", "store_path", "store_url", "curve_keys_dir", "points"}
 
 
 def run(experiment: str | os.PathLike[str] | Experiment | Mapping[str, Any], /, *,
-        jobs: int = 1, progress: bool | None = None, **overrides: Any) -> Results:
+        jobs: int = 1, progress: bool | None = None, ray: str | None = None,
+        **overrides: Any) -> Results:
     """Run ``experiment`` and return its :class:`~mosaic.api.results.Results`.
 
     ``experiment`` is an experiment file's path, an :class:`~mosaic.experiment.Experiment`
@@ -34,7 +35,8 @@ def run(experiment: str | os.PathLike[str] | Experiment | Mapping[str, Any], /, 
     ``**{"agents.0.params.learning_rate": 0.01}``. A relative ``store.path`` resolves against
     the file's folder. ``jobs`` runs that many runs at once; ``progress`` shows a bar per
     active run on stderr (``None``: only on a terminal or in a notebook; ``False``: never;
-    ``True``: always, as plain lines where bars cannot be drawn).
+    ``True``: always, as plain lines where bars cannot be drawn). ``ray`` (``"auto"`` or a
+    Ray address) runs each run as a task on that Ray cluster, as ``--ray`` does.
 
     The runs go through the same orchestration, store and ordered shutdown as
     ``mosaic experiment-start``; a run that fails does not raise (see ``Results.ok`` and each
@@ -45,9 +47,11 @@ def run(experiment: str | os.PathLike[str] | Experiment | Mapping[str, Any], /, 
 
     Raises :class:`~mosaic.core.errors.ConfigError` for an invalid experiment or override
     (with the key path, as the command prints it) and
-    :class:`~mosaic.core.errors.StoreError` for a store that cannot be opened or fails.
+    :class:`~mosaic.core.errors.StoreError` for a store that cannot be opened or fails, and
+    :class:`~mosaic.runtime.ray_support.RayMissing` when the runs need Ray and it is missing.
     """
     loaded = _experiment(experiment, overrides)
+    join_cluster(loaded, ray)
     display = ProgressDisplay(loaded.run_count) if progress is not False else None
     if display is not None and progress is None and not display.live:
         display = None  # plain lines only when asked for
@@ -60,7 +64,7 @@ def run(experiment: str | os.PathLike[str] | Experiment | Mapping[str, Any], /, 
     try:
         execution = execute(loaded, writer, jobs=jobs,
                             on_progress=display.update if display is not None else None,
-                            on_run_end=ended, exit_at_once=False)
+                            on_run_end=ended, exit_at_once=False, ray=ray)
     finally:
         if display is not None:
             display.close()

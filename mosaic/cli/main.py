@@ -72,19 +72,27 @@ def cli() -> None:
               "store.url or store.path, or <experiment>.sqlite next to it).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Runs (seeds) to run at once, each with its own RunGovernor.")
+@click.option("--ray", "ray", metavar="auto|ADDRESS",
+              help="Run each run as a task on the Ray cluster at ADDRESS (host:port), or on the "
+              "one this machine belongs to (auto); needs mosaic[ray].")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars and no summary table.")
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
 @click.option("--timings", metavar="FILE", hidden=True,
               help="Write first/last step wall-clock times as JSON (for benchmarks).")
-def experiment_start(file: str, store: str | None, jobs: int, quiet: bool, verbose: int,
-                     timings: str | None) -> None:
+def experiment_start(file: str, store: str | None, jobs: int, ray: str | None, quiet: bool,
+                     verbose: int, timings: str | None) -> None:
     """Run the experiment in FILE and record every step."""
     configure_logging(logging.WARNING - 10 * min(verbose, 2))
     experiment = _load(file, store)
-    from mosaic.api.execution import execute, open_results
+    from mosaic.api.execution import execute, join_cluster, open_results
     from mosaic.api.progress import ProgressDisplay
     from mosaic.cli.report import format_run_line, format_summary, format_title
-    from mosaic.core.errors import StoreError
+    from mosaic.core.errors import MosaicError, StoreError
+
+    try:
+        join_cluster(experiment, ray)
+    except MosaicError as error:  # Ray missing (which extra to install), or no cluster there
+        exit_with_error(error, EXIT_BAD_INPUT)
 
     click.echo(format_title(experiment), err=True)
     display = ProgressDisplay(experiment.run_count) if not quiet else None
@@ -102,7 +110,7 @@ def experiment_start(file: str, store: str | None, jobs: int, quiet: bool, verbo
     try:
         execution = execute(experiment, writer, jobs=jobs,
                             on_progress=display.update if display is not None else None,
-                            on_run_end=run_ended)
+                            on_run_end=run_ended, ray=ray)
     except StoreError as error:
         # The database failed under a running experiment (disk full, locked for too long):
         # what was written before is committed; say so instead of a traceback.

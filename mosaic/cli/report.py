@@ -48,6 +48,8 @@ def format_run_line(result: RunResult) -> str:
     line = (f"run {result.index + 1}{phase}{values} {result.status}: {result.episodes} episodes, "
             f"{result.steps:,} steps, mean return (last {RECENT_EPISODES}) {mean}, "
             f"{result.wall_time:.2f} s")
+    if result.node is not None:
+        line += f", on Ray {result.node}"
     if result.error:
         line += f"\n  error: {result.error}"
     if result.killed:

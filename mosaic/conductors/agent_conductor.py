@@ -61,7 +61,7 @@ class AgentConductor(Conductor):
         brain_uid = request.agent_uid
         brain, *muscles = self.place_all([
             ComponentPlan("brain", brain_uid, agent.brain_placement,
-                          reachable_from_process=agent.muscle_placement == "process"),
+                          reachable_from_process=agent.muscle_placement != "thread"),
             *(ComponentPlan("muscle", muscle_uid, agent.muscle_placement)
               for muscle_uid in request.muscles),
         ])

@@ -12,6 +12,7 @@ from mosaic.conductors.run_context import HOT_LOOP_KINDS, RunContext
 from mosaic.conductors.shutdown_clock import ShutdownClock
 from mosaic.runtime.component import Component
 from mosaic.runtime.placement import Placed, PlacementKind, ProcessPlaced, place
+from mosaic.runtime.ray_placement import RayPlaced
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +58,13 @@ class Conductor(Component):
         placed: Placed
         if prelaunched is not None:
             placed = prelaunched.wait_bound(ctx.timeouts.setup, ctx.check)
+        elif placement == "ray":
+            remote = self._launch(ComponentPlan(kind, uid, placement))
+            self._placed.append(remote)
+            ctx.supervisor.add(remote)
+            return remote.wait_bound(ctx.timeouts.setup, ctx.check)
         else:
-            endpoint = ctx.endpoints.for_placement(
-                uid, reachable_from_process or placement == "process")
+            endpoint = ctx.endpoint_for(uid, reachable_from_process or placement == "process")
             placed = place(component_path(kind), kind, uid, placement, endpoint,
                            cpu=cpu, timeout=ctx.timeouts.setup, check=ctx.check,
                            heartbeat_timeout=ctx.timeouts.heartbeat, trust=ctx.trust)
@@ -78,11 +83,14 @@ class Conductor(Component):
         else it placed. Threads start in order while the processes start.
         """
         ctx = self.ctx
-        launched: list[ProcessPlaced | None] = []
+        launched: list[ProcessPlaced | RayPlaced | None] = []
         for plan in plans:
-            process = None
+            process: ProcessPlaced | RayPlaced | None = None
             if plan.placement == "process":
                 process = ctx.adopt(plan.kind, plan.uid) or self._launch(plan)
+            elif plan.placement == "ray":
+                process = self._launch(plan)
+            if process is not None:
                 self._placed.append(process)
                 ctx.supervisor.add(process)
             launched.append(process)
@@ -98,10 +106,15 @@ class Conductor(Component):
                 process.wait_bound(ctx.timeouts.setup, ctx.check)
         return placed
 
-    def _launch(self, plan: ComponentPlan) -> ProcessPlaced:
-        """Launch ``plan``'s process without waiting for it to bind."""
+    def _launch(self, plan: ComponentPlan) -> ProcessPlaced | RayPlaced:
+        """Launch ``plan``'s process or Ray actor without waiting for it to bind."""
         ctx = self.ctx
-        return ProcessPlaced(plan.kind, plan.uid, ctx.endpoints.for_placement(plan.uid, True),
+        if plan.placement == "ray":
+            return RayPlaced(plan.kind, plan.uid, component=component_path(plan.kind),
+                             trust=ctx.trust, request=ctx.config.ray,
+                             heartbeat_timeout=ctx.timeouts.heartbeat,
+                             setup_timeout=ctx.timeouts.setup)
+        return ProcessPlaced(plan.kind, plan.uid, ctx.endpoint_for(plan.uid, True),
                              component=component_path(plan.kind),
                              cpu=ctx.hot_cpu if plan.kind in HOT_LOOP_KINDS else None,
                              heartbeat_timeout=ctx.timeouts.heartbeat, trust=ctx.trust)

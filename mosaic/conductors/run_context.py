@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from mosaic.actors.kinds import component_path
 from mosaic.core.errors import ComponentDied, ComponentHung, RunCancelled
@@ -19,11 +19,26 @@ from mosaic.messages import RunConfig, RunTimeouts
 from mosaic.messages.names import muscle_uid
 from mosaic.runtime.bootstrap import NO_TRUST, Bootstrap, named_strings
 from mosaic.runtime.placement import Placed, ProcessPlaced
+from mosaic.runtime.ray_support import node_address
 from mosaic.transport import Credentials, EndpointAllocator
 from mosaic.transport.keys import CurveKeys
 
-if TYPE_CHECKING:
-    from mosaic.store.writer import StoreWriter
+
+class RunRecords(Protocol):
+    """Where a run's records go: the store writer (:class:`~mosaic.store.StoreWriter`), or, for
+    a run on a Ray node, the relay to the command that holds it. No method blocks."""
+
+    def record_steps(self, rows: Sequence[tuple[Any, ...]]) -> None: ...
+
+    def record_metrics(self, rows: Sequence[tuple[Any, ...]]) -> None: ...
+
+    def record_transition(self, run_id: int, from_state: str | None, to_state: str,
+                          reason: str | None) -> None: ...
+
+    def record_episode(self, run_id: int, environment: str, episode: int, steps: int,
+                       total_return: float | None, returns: Mapping[str, float],
+                       terminated: bool, truncated: bool, seed: int | None, copy: int = 0,
+                       evaluation: bool = False) -> None: ...
 
 
 #: A component's time to shut down after a failure or a cancel (see RunContext.shutdown_timeout).
@@ -131,7 +146,7 @@ class RunContext:
     seed: int
     config: RunConfig
     endpoints: EndpointAllocator
-    store: StoreWriter | None
+    store: RunRecords | None
     supervisor: Supervisor = field(default_factory=Supervisor)
     cancelled: threading.Event = field(default_factory=threading.Event)
     #: Set when the simulation failed; with ``cancelled``, it makes the shutdown hurried.
@@ -146,7 +161,7 @@ class RunContext:
 
     @classmethod
     def for_run(cls, experiment_uid: str, run_uid: str, run_id: int, seed: int,
-                config: RunConfig, store: StoreWriter | None,
+                config: RunConfig, store: RunRecords | None,
                 keys: CurveKeys | None = None) -> RunContext:
         """The context of one run of ``config``: its endpoints, timeouts and fresh secrets.
 
@@ -166,6 +181,14 @@ class RunContext:
     def credentials(self) -> Credentials | None:
         return self.trust.credentials
 
+    def endpoint_for(self, uid: str, reachable_from_process: bool) -> str:
+        """Where ``uid`` listens: inproc for its own process's peers only; for peers in other
+        processes ipc or tcp as the run says, and tcp on this node's address when some
+        component of the run is on a Ray node (a muscle there reaches its brain here)."""
+        if reachable_from_process and "ray" in self.config.placements():
+            return f"tcp://{node_address()}:*"
+        return self.endpoints.for_placement(uid, reachable_from_process)
+
     def prelaunch(self) -> None:
         """Launch every process-placed component of the run at once, before set-up needs them.
 
@@ -174,7 +197,7 @@ class RunContext:
         """
         for kind, uid in planned_processes(self.config):
             cpu = self.hot_cpu if kind in HOT_LOOP_KINDS else None
-            placed = ProcessPlaced(kind, uid, self.endpoints.external(uid),
+            placed = ProcessPlaced(kind, uid, self.endpoint_for(uid, True),
                                    component=component_path(kind), cpu=cpu,
                                    heartbeat_timeout=self.timeouts.heartbeat, trust=self.trust)
             self.prelaunched[uid] = placed

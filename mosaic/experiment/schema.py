@@ -62,6 +62,7 @@ from mosaic.messages.run_config import (
     ComponentSpec,
     EnvironmentPlan,
     PlacementName,
+    RayRequest,
     RecordSteps,
     RunConfig,
     RunTimeouts,
@@ -236,11 +237,11 @@ class AgentPlacement(StrictModel):
     """Where an agent's brain and muscle run; ``None`` means the experiment's ``placement``."""
 
     expected: ClassVar[str] = (
-        "'thread' or 'process', or a mapping such as {brain: thread, muscle: process}"
+        "'thread', 'process' or 'ray', or a mapping such as {brain: thread, muscle: process}"
     )
 
-    brain: Placement | None = Field(default=None, description="'thread' or 'process'")
-    muscle: Placement | None = Field(default=None, description="'thread' or 'process'")
+    brain: Placement | None = Field(default=None, description="'thread', 'process' or 'ray'")
+    muscle: Placement | None = Field(default=None, description="'thread', 'process' or 'ray'")
 
     @model_validator(mode="before")
     @classmethod
@@ -266,7 +267,7 @@ class EnvironmentConfig(StrictModel):
         "'package.module:Attr'"
     )
     params: Params = Field(default_factory=dict, description="a mapping of keyword arguments")
-    placement: Placement | None = Field(default=None, description="'thread' or 'process'")
+    placement: Placement | None = Field(default=None, description="'thread', 'process' or 'ray'")
     policy_mapping: Annotated[dict[str, str], Field(min_length=1)] | None = Field(
         default=None,
         description="a mapping from env agent ids to agent uids, e.g. {agent_0: random}",
@@ -537,6 +538,38 @@ class Timeouts(StrictModel):
     heartbeat: Seconds = Field(default=2.5, description="a number of seconds > 0")
 
 
+CpuCount = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class RayExecutorConfig(StrictModel):
+    """Runs on a Ray cluster: where it is, and what each run and ``placement: ray`` component
+    asks of it (see mosaic.orchestration.ray_runs and mosaic.runtime.ray_placement)."""
+
+    expected: ClassVar[str] = (
+        "a mapping such as {address: auto, cpus_per_component: 1, component_cpus: 1, "
+        "component_resources: {my_node: 0.01}}"
+    )
+
+    address: str = Field(default="auto", min_length=1,
+                         description="'auto' or a Ray address such as 10.0.0.1:6379")
+    runs: bool = Field(default=True, description="true (each run a Ray task) or false (runs "
+                       "stay with the command; only placement: ray components use the cluster)")
+    cpus_per_component: CpuCount = Field(
+        default=1.0, description="a number of CPUs >= 0 (per process a run starts, its own "
+        "included)")
+    component_cpus: CpuCount = Field(default=1.0, description="a number of CPUs >= 0")
+    component_resources: dict[str, CpuCount] = Field(
+        default_factory=dict, description="a mapping of Ray resource names to amounts >= 0")
+
+
+class ExecutorConfig(StrictModel):
+    """Where the runs run: on this machine (no key), or on a Ray cluster (``ray``)."""
+
+    expected: ClassVar[str] = "a mapping such as {ray: {address: auto}}"
+
+    ray: RayExecutorConfig | None = Field(default=None, description=RayExecutorConfig.expected)
+
+
 class ExperimentFile(StrictModel):
     """An experiment file's content, validated: exactly the keys the YAML may hold.
 
@@ -555,7 +588,7 @@ class ExperimentFile(StrictModel):
     episodes: int = Field(default=1, ge=1, description="a whole number >= 1")
     max_steps: int | None = Field(default=None, ge=1, description="a whole number >= 1")
     mode: Mode = Field(default="train", description="'train' or 'test'")
-    placement: Placement = Field(default="thread", description="'thread' or 'process'")
+    placement: Placement = Field(default="thread", description="'thread', 'process' or 'ray'")
     transport: Transport = Field(default="ipc", description="'ipc' or 'tcp'")
     host: str = Field(default="127.0.0.1", description="an IP address such as 127.0.0.1")
     curve_keys: str | None = Field(
@@ -586,6 +619,7 @@ class ExperimentFile(StrictModel):
         default=None, description="a list of phases"
     )
     sweep: SweepConfig | None = Field(default=None, description=SweepConfig.expected)
+    executor: ExecutorConfig = Field(default=ExecutorConfig(), description=ExecutorConfig.expected)
 
     @field_validator("host")
     @classmethod
@@ -990,6 +1024,8 @@ class Experiment(ExperimentFile):
             agents=tuple(_agent_plan(agent, agents, placement) for agent in agents),
             evaluate_every=evaluate_every,
             evaluate_episodes=evaluate_episodes,
+            ray=None if self.executor.ray is None else RayRequest(
+                self.executor.ray.component_cpus, dict(self.executor.ray.component_resources)),
         )
 
 

@@ -68,6 +68,7 @@ from mosaic.messages.experiment import (
     ExperimentStartResponse,
 )
 from mosaic.messages.metric import Metric
+from mosaic.messages.relay import RunRecordsRequest, RunRecordsResponse
 from mosaic.messages.run_config import (
     AgentPlan,
     CheckpointPaths,
@@ -75,6 +76,7 @@ from mosaic.messages.run_config import (
     EnvironmentPlan,
     EnvironmentPosition,
     LoadSpec,
+    RayRequest,
     ResumePoint,
     RunConfig,
     RunTimeouts,
@@ -154,11 +156,14 @@ __all__ = [
     "Notice",
     "PingRequest",
     "PongResponse",
+    "RayRequest",
     "Record",
     "Request",
     "Response",
     "ResumePoint",
     "RunConfig",
+    "RunRecordsRequest",
+    "RunRecordsResponse",
     "RunTimeouts",
     "SelfPlayPlan",
     "SensorSpec",

@@ -22,6 +22,7 @@ __all__ = [
     "EnvironmentPlan",
     "LoadSpec",
     "PlacementName",
+    "RayRequest",
     "RecordSteps",
     "RunConfig",
     "RunTimeouts",
@@ -30,8 +31,9 @@ __all__ = [
     "TransportName",
 ]
 
-#: Where a component runs: a thread of the mosaic process, or a process of its own.
-PlacementName = Literal["thread", "process"]
+#: Where a component runs: a thread of the mosaic process, a process of its own, or a Ray actor
+#: on a node of a Ray cluster (see mosaic.runtime.ray_placement).
+PlacementName = Literal["thread", "process", "ray"]
 #: How process-placed components are reached; thread-placed ones always use inproc.
 TransportName = Literal["ipc", "tcp"]
 #: What the store keeps of an environment's episodes: every step and every episode (``all``),
@@ -183,6 +185,15 @@ class TerminationSpec(Record):
 
 
 @dataclass(frozen=True, slots=True)
+class RayRequest(Record):
+    """What each ``placement: ray`` component of a run asks of the Ray cluster: ``cpus`` and
+    custom ``resources`` (a node's label, e.g. ``{"gpu_node": 0.01}``, to land on that node)."""
+
+    cpus: float = 1.0
+    resources: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class RunConfig(Record):
     """Everything one run needs in one phase.
 
@@ -219,10 +230,19 @@ class RunConfig(Record):
     evaluate_every: int | None = None
     evaluate_episodes: int = 5
     resume: ResumePoint | None = None
+    #: What ``placement: ray`` components ask of the cluster (``None``: the defaults).
+    ray: RayRequest | None = None
 
     def records(self, environment: EnvironmentPlan) -> RecordSteps:
         """What the store keeps of ``environment``: its own ``record_steps``, else the run's."""
         return environment.record_steps or self.record_steps
+
+    def placements(self) -> set[str]:
+        """Every placement a component of the run has."""
+        found: set[str] = {env.placement for env in self.environments}
+        for agent in self.agents:
+            found |= {agent.brain_placement, agent.muscle_placement}
+        return found
 
     def component_count(self) -> int:
         """How many components the run sets up: each environment, and each brain and muscle."""
@@ -237,6 +257,8 @@ class RunConfig(Record):
         plain: dict[str, Any] = {field.name: _plain(getattr(self, field.name))
                                  for field in dataclasses.fields(self)}
         plain["agents"] = [_agent_dict(agent) for agent in self.agents]
+        if self.ray is None:
+            del plain["ray"]
         return plain
 
 

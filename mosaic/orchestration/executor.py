@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import secrets
@@ -26,37 +27,28 @@ from mosaic.core.checkpoints import (
     read_checkpoint,
     write_checkpoint,
 )
-from mosaic.core.errors import MosaicError
 from mosaic.core.seeding import phase_seed
 from mosaic.messages import (
     CheckpointPaths,
     EnvironmentPosition,
-    ExperimentRunFinishedNotice,
-    ExperimentRunShutdownRequest,
-    ExperimentShutdownResponse,
-    ExperimentStartRequest,
-    ExperimentStartResponse,
     ResumePoint,
     RunConfig,
-    names,
 )
-from mosaic.orchestration.run_governor import RunGovernor
-from mosaic.runtime.placement import ThreadPlaced, kill_all_processes
-from mosaic.transport import (
-    RequestClient,
-    RequestServer,
-    pin_io_threads,
-)
+from mosaic.orchestration.governing import WAIT_SLICE_MS, govern
+from mosaic.runtime.placement import kill_all_processes
+from mosaic.transport import pin_io_threads
 from mosaic.transport.keys import CurveKeys, load_keys
 
 if TYPE_CHECKING:
     from mosaic.experiment import Experiment
+    from mosaic.orchestration.ray_runs import RayRuns
     from mosaic.store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
 
-#: How often the executor looks at signals and progress while a run steps.
-WAIT_SLICE_MS = 50
+#: The most runs on a Ray cluster waited for at once (each waits in a thread of the command);
+#: the cluster's scheduler decides how many of them step at once.
+RAY_JOBS = 64
 #: Time allowed for the store to commit everything after the last run.
 FLUSH_TIMEOUT_S = 30.0
 
@@ -86,6 +78,8 @@ class RunResult:
     agent_recent_means: dict[str, float] = field(default_factory=dict)
     #: The values of the experiment's sweep this run was given, by key path.
     params: dict[str, Any] = field(default_factory=dict)
+    #: The Ray node the run ran on (runs on a cluster only).
+    node: str | None = None
 
 
 ProgressCallback = Callable[[int, RunContext], None]
@@ -103,7 +97,7 @@ class Executor:
     def __init__(self, experiment: Experiment, store: StoreWriter, *,
                  on_progress: ProgressCallback | None = None,
                  on_run_end: Callable[[RunResult], None] | None = None, jobs: int = 1,
-                 exit_at_once: bool = True) -> None:
+                 exit_at_once: bool = True, ray: str | None = None) -> None:
         self.experiment = experiment
         self.store = store
         self.on_progress = on_progress
@@ -111,12 +105,22 @@ class Executor:
         self.cancelled_by: int | None = None
         if jobs < 1:
             raise ValueError(f"jobs must be at least 1, got {jobs}")
-        self.jobs = jobs
         self.exit_at_once = exit_at_once
         self._active: set[RunContext] = set()
         self._lock = threading.Lock()
         self._signals = 0
         self._keys: CurveKeys | None = None
+        #: Runs on a Ray cluster (``ray``: its address, else the file's ``executor: {ray: ...}``).
+        self._cluster: RayRuns | None = None
+        settings = experiment.executor.ray
+        if ray is not None or (settings is not None and settings.runs):
+            from mosaic.orchestration.ray_runs import RayRuns
+
+            address = ray or (settings.address if settings is not None else "auto")
+            self._cluster = RayRuns(address, store, settings.cpus_per_component
+                                    if settings is not None else 1.0)
+            jobs = max(jobs, min(RAY_JOBS, experiment.run_count))
+        self.jobs = jobs
         #: The CPU of the step loop (of the first run, with several jobs; see mosaic.core.affinity).
         self.hot_cpu = choose_cpu(experiment.cpu_affinity)
         if jobs == 1:
@@ -134,6 +138,8 @@ class Executor:
         if self._signals > 1 and signum == signal.SIGINT:
             # Forced exit: nothing orderly any more, but no orphans and no ipc folders either.
             kill_all_processes()
+            if self._cluster is not None:
+                self._cluster.cancel_all()
             if self.exit_at_once:
                 for ctx in list(self._active):
                     ctx.endpoints.cleanup()
@@ -280,49 +286,21 @@ class Executor:
                              params=params)
         ctx = RunContext.for_run(self.experiment.uid, run_uid, run_id, seed, config, self.store,
                                  self._keys)
-        timeouts, endpoints = ctx.timeouts, ctx.endpoints
         with self._lock:
             self._active.add(ctx)
         if self.cancelled_by is not None:
             ctx.cancelled.set()
         ctx.hot_cpu = cpu
-        ctx.prelaunch()
         started = time.monotonic()
-        notices = RequestServer(endpoints.inproc("executor"), name="executor",
-                                idle_timeout_ms=WAIT_SLICE_MS)
-        governor: ThreadPlaced | None = None
-        client: RequestClient | None = None
-        answer: ExperimentShutdownResponse | None = None
-        status, error = "failed", None
+        on_wait = (None if self.on_progress is None
+                   else functools.partial(self.on_progress, index, ctx))
+        node = None
         try:
-            governor = ThreadPlaced(RunGovernor(names.RUN_GOVERNOR, ctx), "orchestration",
-                                    endpoints.inproc(names.RUN_GOVERNOR), timeout=timeouts.setup)
-            client = RequestClient(governor.endpoint, peer="run governor")
-            budget = timeouts.setup * (4 + config.component_count())
-            start = client.request(
-                ExperimentStartRequest(self.experiment.uid, run_uid, index, seed, config,
-                                       endpoints.inproc("executor")),
-                ExperimentStartResponse, budget, self._governor_check(governor))
-            reason = self._wait(index, ctx, notices, governor) if start.ok else (
-                "cancelled" if ctx.cancelled.is_set() else "failed")
-            answer = client.request(ExperimentRunShutdownRequest(run_uid, reason),
-                                    ExperimentShutdownResponse,
-                                    timeouts.shutdown * (4 + len(ctx.supervisor.placed())))
-            status, error = answer.status, answer.error
-        except MosaicError as failure:
-            status, error = (("cancelled", None) if ctx.cancelled.is_set()
-                             else ("failed", str(failure)))
-            log.error("run %s: %s", run_uid, failure)
+            if self._cluster is not None:
+                status, error, killed, node = self._cluster.run(ctx, index, on_wait)
+            else:
+                status, error, killed = govern(ctx, self.experiment.uid, index, on_wait)
         finally:
-            if client is not None:
-                client.close()
-            notices.close()
-            if governor is not None and not governor.stop(timeouts.shutdown):
-                log.error("run governor of %s did not stop", run_uid)
-            for placed in ctx.supervisor.placed():
-                if placed.alive():
-                    placed.kill()
-            endpoints.cleanup()
             with self._lock:
                 self._active.discard(ctx)
         progress = ctx.progress
@@ -334,7 +312,7 @@ class Executor:
         return RunResult(
             run_uid, index, seed, config.phase, status, error, progress.episodes, progress.steps,
             progress.return_sum / progress.episodes if progress.episodes else None,
-            time.monotonic() - started, answer.killed if answer is not None else (),
+            time.monotonic() - started, killed,
             progress.first_step_at, progress.last_step_at, progress.digest,
             {agent: total / progress.episodes
              for agent, total in progress.agent_return_sums.items()}
@@ -343,28 +321,8 @@ class Executor:
             {agent: sum(recent) / len(recent)
              for agent, recent in progress.agent_recent_returns.items() if recent},
             params,
+            node,
         )
-
-    def _governor_check(self, governor: ThreadPlaced) -> Callable[[], None]:
-        def check() -> None:
-            if not governor.alive():
-                raise MosaicError(f"run governor died: {governor.exit_cause()}")
-        return check
-
-    def _wait(self, index: int, ctx: RunContext, notices: RequestServer,
-              governor: ThreadPlaced) -> str:
-        """Wait for the simulation to finish, a signal, or the governor's death; return why."""
-        while True:
-            incoming = notices.receive()
-            if incoming is not None and isinstance(incoming.message, ExperimentRunFinishedNotice):
-                return incoming.message.status
-            if ctx.cancelled.is_set():
-                return "cancelled"
-            if not governor.alive():
-                return "failed"
-            if self.on_progress is not None:
-                self.on_progress(index, ctx)
-
 
 def _resume_point(path: Path) -> ResumePoint | None:
     """The position saved in the checkpoint at ``path``, if it has one."""

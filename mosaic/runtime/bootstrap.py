@@ -34,13 +34,19 @@ class Bootstrap:
 NO_TRUST = Bootstrap(None, None)
 
 
-def write(fd: int, bootstrap: Bootstrap) -> None:
-    """Write ``bootstrap`` to the pipe ``fd`` and close it (blocks while the child reads)."""
-    data = msgpack.packb({
+def encode(bootstrap: Bootstrap) -> bytes:
+    """``bootstrap`` as one msgpack map (for a pipe, or a Ray actor's argument)."""
+    data: bytes = msgpack.packb({
         "credentials": None if bootstrap.credentials is None else bootstrap.credentials.to_bytes(),
         "allowed_imports": None if bootstrap.allowed_imports is None
         else sorted(bootstrap.allowed_imports),
     })
+    return data
+
+
+def write(fd: int, bootstrap: Bootstrap) -> None:
+    """Write ``bootstrap`` to the pipe ``fd`` and close it (blocks while the child reads)."""
+    data = encode(bootstrap)
     try:
         with os.fdopen(fd, "wb") as pipe:
             pipe.write(data)
@@ -52,6 +58,11 @@ def read(fd: int) -> Bootstrap:
     """Read a bootstrap from ``fd`` to its end and close it; :class:`TransportError` if invalid."""
     with os.fdopen(fd, "rb") as pipe:
         data = pipe.read(MAX_BYTES + 1)
+    return decode(data)
+
+
+def decode(data: bytes) -> Bootstrap:
+    """Read what :func:`encode` wrote; :class:`TransportError` if it is anything else."""
     if len(data) > MAX_BYTES:
         raise TransportError(f"bootstrap larger than {MAX_BYTES} bytes")
     try:

@@ -33,7 +33,8 @@ from mosaic.runtime.processes.stop import (
 
 log = logging.getLogger(__name__)
 
-PlacementKind = Literal["thread", "process"]
+#: "ray" is placed by mosaic.runtime.ray_placement, which is an extra's.
+PlacementKind = Literal["thread", "process", "ray"]
 Check = Callable[[], None]
 
 _WAIT_SLICE_S = 0.05

@@ -1,0 +1,98 @@
+"""One run driven through its RunGovernor, in this process: the part of a run that is the same
+in the command (local runs) and on a Ray node (runs on a cluster)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from mosaic.conductors.run_context import RunContext
+from mosaic.core.errors import MosaicError
+from mosaic.messages import (
+    ExperimentRunFinishedNotice,
+    ExperimentRunShutdownRequest,
+    ExperimentShutdownResponse,
+    ExperimentStartRequest,
+    ExperimentStartResponse,
+    names,
+)
+from mosaic.orchestration.run_governor import RunGovernor
+from mosaic.runtime.placement import ThreadPlaced
+from mosaic.transport import RequestClient, RequestServer
+
+log = logging.getLogger(__name__)
+
+#: How often the wait for a run looks at signals and progress while it steps.
+WAIT_SLICE_MS = 50
+
+
+def govern(ctx: RunContext, experiment_uid: str, index: int,
+           on_wait: Callable[[], None] | None = None) -> tuple[str, str | None, tuple[str, ...]]:
+    """Set up, run and shut down the run of ``ctx``; return its status, error and the
+    components that had to be killed at shutdown.
+
+    ``on_wait`` is called every :data:`WAIT_SLICE_MS` while the run steps (progress).
+    ``ctx.cancelled`` cancels it in order. Whatever happens, nothing of the run is left: its
+    governor is stopped, every placed component ended and its endpoints removed. The totals
+    are in ``ctx.progress``.
+    """
+    config, run_uid, timeouts, endpoints = ctx.config, ctx.run_uid, ctx.timeouts, ctx.endpoints
+    ctx.prelaunch()
+    notices = RequestServer(endpoints.inproc("executor"), name="executor",
+                            idle_timeout_ms=WAIT_SLICE_MS)
+    governor: ThreadPlaced | None = None
+    client: RequestClient | None = None
+    answer: ExperimentShutdownResponse | None = None
+    status, error = "failed", None
+    try:
+        governor = ThreadPlaced(RunGovernor(names.RUN_GOVERNOR, ctx), "orchestration",
+                                endpoints.inproc(names.RUN_GOVERNOR), timeout=timeouts.setup)
+        client = RequestClient(governor.endpoint, peer="run governor")
+        budget = timeouts.setup * (4 + config.component_count())
+        start = client.request(
+            ExperimentStartRequest(experiment_uid, run_uid, index, ctx.seed, config,
+                                   endpoints.inproc("executor")),
+            ExperimentStartResponse, budget, _governor_check(governor))
+        reason = _wait(ctx, notices, governor, on_wait) if start.ok else (
+            "cancelled" if ctx.cancelled.is_set() else "failed")
+        answer = client.request(ExperimentRunShutdownRequest(run_uid, reason),
+                                ExperimentShutdownResponse,
+                                timeouts.shutdown * (4 + len(ctx.supervisor.placed())))
+        status, error = answer.status, answer.error
+    except MosaicError as failure:
+        status, error = (("cancelled", None) if ctx.cancelled.is_set()
+                         else ("failed", str(failure)))
+        log.error("run %s: %s", run_uid, failure)
+    finally:
+        if client is not None:
+            client.close()
+        notices.close()
+        if governor is not None and not governor.stop(timeouts.shutdown):
+            log.error("run governor of %s did not stop", run_uid)
+        for placed in ctx.supervisor.placed():
+            if placed.alive():
+                placed.kill()
+        endpoints.cleanup()
+    return status, error, answer.killed if answer is not None else ()
+
+
+def _governor_check(governor: ThreadPlaced) -> Callable[[], None]:
+    def check() -> None:
+        if not governor.alive():
+            raise MosaicError(f"run governor died: {governor.exit_cause()}")
+    return check
+
+
+def _wait(ctx: RunContext, notices: RequestServer, governor: ThreadPlaced,
+          on_wait: Callable[[], None] | None) -> str:
+    """Wait for the simulation to finish, a cancel, or the governor's death; return why."""
+    while True:
+        incoming = notices.receive()
+        if incoming is not None and isinstance(incoming.message, ExperimentRunFinishedNotice):
+            return incoming.message.status
+        if ctx.cancelled.is_set():
+            return "cancelled"
+        if not governor.alive():
+            return "failed"
+        if on_wait is not None:
+            on_wait()
