@@ -23,7 +23,7 @@ class RunRecordsRequest(Request):
 
     run_uid: str
     node: str
-    records: list[Any]
+    records: tuple[Any, ...]
     progress: dict[str, Any]
 
 

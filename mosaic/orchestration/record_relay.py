@@ -149,7 +149,7 @@ class RecordRelay:
             client.close()
 
     def _send(self, client: RequestClient, batch: list[tuple[str, tuple[Any, ...]]]) -> None:
-        request = RunRecordsRequest(self.ctx.run_uid, self.node, list(batch),
+        request = RunRecordsRequest(self.ctx.run_uid, self.node, tuple(batch),
                                     snapshot(self.ctx.progress))
         answer = client.request(request, RunRecordsResponse, ANSWER_TIMEOUT_S)
         if answer.cancel and not self.ctx.cancelled.is_set():

@@ -53,9 +53,16 @@ class Cluster:
         return _raylet_of(self.second_dir)
 
     def node_processes(self) -> set[int]:
-        """Every live process either node started (raylets, workers, GCS, ...)."""
-        return {pid for pid in _ray_processes() if _in_folders(pid, self.head_dir,
-                                                                self.second_dir)}
+        """Every live process either node started (raylets, workers, GCS, ...): those that
+        name a node's folder, and their descendants (a worker retitles itself ``ray::IDLE``,
+        which hides its command line)."""
+        parents = _parents()
+        found = {pid for pid in parents if _in_folders(pid, self.head_dir, self.second_dir)}
+        while True:
+            more = {pid for pid, parent in parents.items() if parent in found} - found
+            if not more:
+                return {pid for pid in found if _exists(pid)}
+            found |= more
 
 
 def ray_binary() -> str:
@@ -86,6 +93,7 @@ def start() -> Cluster:
         "RAY_USAGE_STATS_ENABLED": "0", "RAY_DISABLE_DOCKER_CPU_WARNING": "1"}
     port = free_port()
     address = f"127.0.0.1:{port}"
+    env["RAY_ADDRESS"] = address  # what `auto` finds, as after a `ray start` on this machine
     cluster = Cluster(address, head_dir, second_dir, env)
     common = ["--num-cpus=1", f"--object-store-memory={OBJECT_STORE_BYTES}",
               "--disable-usage-stats", "--node-ip-address=127.0.0.1"]
@@ -161,12 +169,17 @@ def _wait_for_nodes(cluster: Cluster) -> None:
     raise ClusterError(f"the cluster did not come up within {START_TIMEOUT_S:g} s: {last}")
 
 
-def _ray_processes() -> list[int]:
-    pids = []
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every process."""
+    parents = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            pids.append(int(entry.name))
-    return pids
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    return parents
 
 
 def _in_folders(pid: int, *folders: Path) -> bool:
@@ -184,7 +197,7 @@ def _in_folders(pid: int, *folders: Path) -> bool:
 
 
 def _raylet_of(folder: Path) -> int:
-    for pid in _ray_processes():
+    for pid in _parents():
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:

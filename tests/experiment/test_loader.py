@@ -43,7 +43,7 @@ class Expect(NamedTuple):
 CORPUS: dict[str, Expect] = {
     "agent_is_a_string.yml": Expect("agents[0]", 6, "at least 'uid' and 'muscle', got the text"),
     "bad_agent_placement.yml": Expect(
-        "agents[0].placement.muscle", 8, "expected 'thread' or 'process'"
+        "agents[0].placement.muscle", 8, "expected 'thread', 'process' or 'ray'"
     ),
     "bad_mode.yml": Expect("mode", 2, "'train' or 'test'", "did you mean 'train'?"),
     "bad_placement.yml": Expect("placement", 2, "got the text 'threads'", "'thread'"),

@@ -157,7 +157,10 @@ SCHEMA: dict[str, tuple[type, tuple[str, ...]]] = {
                            "experiment_seed", "episodes", "max_steps", "termination", "mode",
                            "transport", "host", "cpu_affinity", "record_steps", "store_path",
                            "timeouts", "default_agent", "environments", "agents",
-                           "evaluate_every", "evaluate_episodes", "resume")),
+                           "evaluate_every", "evaluate_episodes", "resume", "ray")),
+    "RayRequest": (Record, ("cpus", "resources")),
+    "RunRecordsRequest": (Request, ("run_uid", "node", "records", "progress")),
+    "RunRecordsResponse": (Response, ("run_uid", "cancel")),
 }
 
 MOSAIC_CLASSES = {

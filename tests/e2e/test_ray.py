@@ -1,0 +1,214 @@
+"""Runs and components on a real two-node Ray cluster on 127.0.0.1 (tests/e2e/ray_cluster.py):
+runs spread over both nodes, a component placed on the second one with the same digest as in a
+thread, a Ctrl-C that leaves no mosaic actor behind, and a node killed mid-run.
+
+Without ray these tests fail (ClusterError says what to install); they never skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e import ray_cluster
+from tests.e2e.cli import (
+    REPO,
+    assert_store_consistent,
+    finish,
+    mosaic_command,
+    query,
+    write_experiment,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+#: Two runs that last until they are interrupted (a sleep in every step), a NodeReportingCartPole
+#: writing the node it runs on to ``nodes``.
+EXPERIMENT = """\
+uid: on-ray
+seed: 5
+runs: {runs}
+episodes: {episodes}
+environments:
+  - uid: cartpole
+    env: tests.fixtures.envs:NodeReportingCartPole
+    params: {{log: {nodes}, sleep_s: {sleep_s}}}
+    placement: {placement}
+agents:
+  - uid: random
+    brain: mosaic.agents:NoOpBrain
+    muscle: mosaic.agents:RandomMuscle
+executor:
+  ray:
+    runs: {runs_on_ray}
+    cpus_per_component: {cpus}
+    component_cpus: 0
+    component_resources: {{{second}: 0.01}}
+store:
+  path: {store}
+{extra}
+"""
+
+
+def _experiment(folder: Path, *, runs: int = 2, episodes: int = 3, sleep_s: float = 0.0,
+                placement: str = "thread", runs_on_ray: bool = True, cpus: float = 1.0,
+                extra: str = "") -> Path:
+    return write_experiment(folder, EXPERIMENT.format(
+        runs=runs, episodes=episodes, nodes=folder / "nodes.log", sleep_s=sleep_s,
+        placement=placement, runs_on_ray=str(runs_on_ray).lower(), cpus=cpus,
+        second=ray_cluster.SECOND_NODE, store=folder / "results.sqlite", extra=extra))
+
+
+@pytest.fixture
+def cluster() -> Iterator[ray_cluster.Cluster]:
+    started = ray_cluster.start()
+    try:
+        yield started
+    finally:
+        ray_cluster.stop(started)
+        assert not started.node_processes(), "a process of the test cluster outlived it"
+
+
+def _start(cluster: ray_cluster.Cluster, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([*mosaic_command(), *args], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**cluster.env, "PYTHONUNBUFFERED": "1"})
+
+
+def _nodes(folder: Path) -> list[str]:
+    try:
+        return (folder / "nodes.log").read_text().split()
+    except OSError:
+        return []
+
+
+def _wait_for_runs(store: Path, proc: subprocess.Popen[str], count: int,
+                   timeout: float = 120.0) -> None:
+    """Wait until ``count`` runs have recorded an episode."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None, finish(proc)
+        assert time.monotonic() < deadline, "the runs did not start"
+        try:
+            if store.exists() and query(
+                    store, "SELECT COUNT(DISTINCT run_id) FROM episodes")[0][0] >= count:
+                return
+        except sqlite3.Error:
+            pass  # not created yet
+        time.sleep(0.3)
+
+
+def test_without_ray_the_command_names_the_extra_and_exits_2(tmp_path: Path) -> None:
+    # As if ray were not installed: its import fails.
+    hide = ("import sys; sys.modules['ray'] = None; from mosaic.cli import main; "
+            "sys.argv[0] = 'mosaic'; main(sys.argv[1:])")
+    thread_file = _experiment(tmp_path, runs_on_ray=False)
+    for args in (["--ray", "auto"], []):
+        path = thread_file if args else _experiment(tmp_path, placement="ray",
+                                                    runs_on_ray=False)
+        done = subprocess.run([sys.executable, "-c", hide, "experiment-start", str(path), *args],
+                              cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2, done.stderr
+        assert "pip install 'mosaic[ray]'" in done.stderr
+        assert "Traceback" not in done.stderr
+        assert not (tmp_path / "results.sqlite").exists()
+
+
+def test_runs_spread_over_both_nodes_and_a_component_on_the_second_keeps_the_digest(
+        tmp_path: Path, cluster: ray_cluster.Cluster) -> None:
+    # Point 0 has the environment in the run's thread, point 1 on the second node; both points
+    # run with the same seed, so their trajectories must be the same step for step.
+    path = _experiment(tmp_path, extra="sweep:\n  grid:\n    environments.0.placement: "
+                                       "[thread, ray]\n", runs=1)
+    proc = _start(cluster, "experiment-start", str(path), "--ray", cluster.address)
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err
+    store = tmp_path / "results.sqlite"
+    rows = query(store, "SELECT run_index, status, digest, steps FROM runs ORDER BY run_index")
+    assert [status for _, status, _, _ in rows] == ["finished", "finished"]
+    assert rows[0][2] == rows[1][2] and rows[0][3] > 0
+    assert_store_consistent(store)
+    # Each node has one CPU and each run asks for one: one run per node.
+    ran_on = {line.split("(")[-1].rstrip(")") for line in err.splitlines()
+              if " finished: " in line and "on Ray node" in line}
+    assert ran_on == {cluster.head_node[:12], cluster.second_node[:12]}, err
+    # The environment of point 1 ran on the second node; the one of point 0 where its run did.
+    assert cluster.second_node in _nodes(tmp_path)
+    assert "run(s)" in out  # the summary, as for a local run
+
+
+def test_ctrl_c_cancels_every_run_and_leaves_no_mosaic_actor(
+        tmp_path: Path, cluster: ray_cluster.Cluster) -> None:
+    path = _experiment(tmp_path, episodes=100_000, sleep_s=0.002, placement="ray", cpus=0.5)
+    proc = _start(cluster, "experiment-start", str(path), "--ray", cluster.address)
+    try:
+        _wait_for_runs(tmp_path / "results.sqlite", proc, 2)
+        assert _mosaic_on_cluster(cluster)[0], "no mosaic actor while the runs step"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        finish(proc)
+    assert proc.returncode == 130, err
+    assert err.count(" cancelled: ") == 2, err
+    statuses = query(tmp_path / "results.sqlite", "SELECT status FROM runs")
+    assert statuses == [("cancelled",), ("cancelled",)]
+    deadline = time.monotonic() + 30
+    while any(_mosaic_on_cluster(cluster)):
+        assert time.monotonic() < deadline, f"left on the cluster: {_mosaic_on_cluster(cluster)}"
+        time.sleep(1.0)
+
+
+def test_a_node_killed_mid_run_fails_that_run_naming_it_and_the_other_finishes(
+        tmp_path: Path, cluster: ray_cluster.Cluster) -> None:
+    # The runs stay with the command (--jobs 2); the environment of point 1 is on the second
+    # node, the one of point 0 in a thread.
+    path = _experiment(tmp_path, runs=1, episodes=60, sleep_s=0.002, runs_on_ray=False,
+                       extra="sweep:\n  grid:\n    environments.0.placement: [thread, ray]\n")
+    proc = _start(cluster, "experiment-start", str(path), "--jobs", "2")
+    try:
+        _wait_for_runs(tmp_path / "results.sqlite", proc, 2)
+        killed_at = time.time()
+        os.kill(cluster.second_raylet_pid(), signal.SIGKILL)
+        _, err = proc.communicate(timeout=180)
+    finally:
+        finish(proc)
+    assert proc.returncode == 1, err
+    rows = query(tmp_path / "results.sqlite",
+                 "SELECT run_index, status, error, ended_at FROM runs ORDER BY run_index")
+    assert rows[0][1] == "finished", rows
+    _, status, error, ended_at = rows[1]
+    assert status == "failed", rows
+    assert "environment 'cartpole'" in error and cluster.second_node[:12] in error, error
+    # The target is 5 s (benchmarks/ray_cluster.py measures it); a loaded machine gets slack.
+    assert ended_at - killed_at < 15, (ended_at - killed_at, error)
+
+
+def _mosaic_on_cluster(cluster: ray_cluster.Cluster) -> tuple[list[str], list[str]]:
+    """mosaic's named actors alive on the cluster (Ray's state, from the GCS), and the node
+    processes busy with a mosaic task or actor (Ray titles a worker after what it runs)."""
+    probe = (f"import json, ray; ray.init(address={cluster.address!r}, logging_level='ERROR'); "
+             "print(json.dumps([a['name'] for a in ray.util.list_named_actors("
+             "all_namespaces=True)]))")
+    done = subprocess.run([sys.executable, "-c", probe], env=cluster.env, capture_output=True,
+                          text=True, timeout=60, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    actors = [name for name in json.loads(done.stdout.strip().splitlines()[-1])
+              if name.startswith("mosaic-")]
+    busy = []
+    for pid in cluster.node_processes():
+        try:
+            title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+        except OSError:
+            continue
+        if title.startswith(("ray::mosaic", "ray::MosaicComponent", "ray::run_on_node")):
+            busy.append(title)
+    return actors, busy
