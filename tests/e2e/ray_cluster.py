@@ -83,13 +83,14 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start() -> Cluster:
-    """Start a head and a second node on 127.0.0.1; :func:`stop` it."""
+def start(pythonpath: tuple[str, ...] = ()) -> Cluster:
+    """Start a head and a second node on 127.0.0.1; :func:`stop` it. The nodes' workers import
+    from this checkout and from ``pythonpath``."""
     ray = ray_binary()
     head_dir = Path(tempfile.mkdtemp(prefix="mr-h-"))
     second_dir = Path(tempfile.mkdtemp(prefix="mr-s-"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
+        p for p in (str(REPO), *pythonpath, os.environ.get("PYTHONPATH", "")) if p),
         "RAY_USAGE_STATS_ENABLED": "0", "RAY_DISABLE_DOCKER_CPU_WARNING": "1"}
     port = free_port()
     address = f"127.0.0.1:{port}"
