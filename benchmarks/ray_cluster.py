@@ -100,8 +100,20 @@ def mosaic(cluster: ray_cluster.Cluster, folder: Path, text: str, *args: str,
 
 
 def rows(store: Path, sql: str) -> list[tuple[object, ...]]:
-    with sqlite3.connect(store) as connection:
-        return connection.execute(sql).fetchall()
+    """The rows of ``sql`` in ``store``; none while it does not exist or has no tables yet."""
+    if not store.exists():
+        return []
+    try:
+        with sqlite3.connect(store) as connection:
+            return connection.execute(sql).fetchall()
+    except sqlite3.OperationalError:
+        return []
+
+
+def started(store: Path, count: int) -> bool:
+    """Whether ``count`` runs have recorded an episode."""
+    found = rows(store, "SELECT COUNT(DISTINCT run_id) FROM episodes")
+    return bool(found) and int(str(found[0][0])) >= count
 
 
 def runs_on_the_cluster(cluster: ray_cluster.Cluster, folder: Path, runs: int,
@@ -148,15 +160,19 @@ def killed_node(folder: Path, *, on_ray: bool) -> dict[str, object]:
                                  str(experiment), "--store", str(store), "--quiet", *args],
                                 cwd=HERE, env=cluster.env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 180
-        while not (store.exists() and rows(store, "SELECT COUNT(DISTINCT run_id) FROM episodes"
-                                           )[0][0] >= 2):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"the runs did not start: {proc.communicate()[1][-2000:]}")
-            time.sleep(0.3)
-        killed_at = time.time()
-        os.kill(cluster.second_raylet_pid(), signal.SIGKILL)
-        proc.communicate(timeout=300)
+        try:
+            deadline = time.monotonic() + 180
+            while not started(store, 2):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit("the runs did not start")
+                time.sleep(0.3)
+            killed_at = time.time()
+            os.kill(cluster.second_raylet_pid(), signal.SIGKILL)
+            proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
         ended = rows(store, "SELECT status, ended_at, error FROM runs ORDER BY run_index")
         failed = [(at, error) for status, at, error in ended if status == "failed"]
         after = round(float(str(failed[0][0])) - killed_at, 2) if failed else None
@@ -171,28 +187,37 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=8)
     parser.add_argument("--episodes", type=int, default=60)
     parser.add_argument("--trials", type=int, default=1)
+    parser.add_argument("--parts", default="123", help="which of the three to measure")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mosaic-ray-bench-") as tmp:
         folder = Path(tmp)
-        cluster = ray_cluster.start((str(HERE),))
-        try:
-            trials = [runs_on_the_cluster(cluster, folder, args.runs, args.episodes)
-                      for _ in range(args.trials)]
-            remote = [remote_environment(cluster, folder, args.episodes * 3)
-                      for _ in range(args.trials)]
-        finally:
-            ray_cluster.stop(cluster)
-        print(f"1. {args.runs} runs of a 1 ms-per-step CartPole ({trials[0]['steps']:.0f} steps):")
-        for trial in trials:
-            print(f"   --jobs 2 here {trial['local_s']:.1f} s, two-node cluster "
-                  f"{trial['cluster_s']:.1f} s: ratio {trial['ratio']:.2f} (target <= 1.3), "
-                  f"overhead {trial['overhead_per_run_s']:.2f} s per run")
-        print(f"   median ratio {statistics.median(t['ratio'] for t in trials):.2f}")
-        print("2. one run, the environment on the second node (tcp, CURVE) vs in a process (ipc):")
-        for trial in remote:
-            print(f"   ipc {trial['ipc_steps_per_s']:.0f} steps/s, second node "
-                  f"{trial['ray_steps_per_s']:.0f} steps/s: ratio {trial['ratio']:.2f}, "
-                  "same digest")
+        if "1" in args.parts or "2" in args.parts:
+            cluster = ray_cluster.start((str(HERE),))
+            try:
+                trials = [runs_on_the_cluster(cluster, folder, args.runs, args.episodes)
+                          for _ in range(args.trials) if "1" in args.parts]
+                remote = [remote_environment(cluster, folder, args.episodes * 3)
+                          for _ in range(args.trials) if "2" in args.parts]
+            finally:
+                ray_cluster.stop(cluster)
+            if trials:
+                print(f"1. {args.runs} runs of a 1 ms-per-step CartPole "
+                      f"({trials[0]['steps']:.0f} steps):")
+            for trial in trials:
+                print(f"   --jobs 2 here {trial['local_s']:.1f} s, two-node cluster "
+                      f"{trial['cluster_s']:.1f} s: ratio {trial['ratio']:.2f} (target <= 1.3), "
+                      f"overhead {trial['overhead_per_run_s']:.2f} s per run")
+            if trials:
+                print(f"   median ratio {statistics.median(t['ratio'] for t in trials):.2f}")
+            if remote:
+                print("2. one run, the environment on the second node (tcp, CURVE) vs in a "
+                      "process (ipc):")
+            for trial in remote:
+                print(f"   ipc {trial['ipc_steps_per_s']:.0f} steps/s, second node "
+                      f"{trial['ray_steps_per_s']:.0f} steps/s: ratio {trial['ratio']:.2f}, "
+                      "same digest")
+        if "3" not in args.parts:
+            return
         for on_ray, what in ((True, "runs on the cluster, one per node"),
                              (False, "runs in the command, one environment on the second node")):
             outcome = killed_node(folder, on_ray=on_ray)

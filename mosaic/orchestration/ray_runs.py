@@ -70,8 +70,9 @@ def run_on_node(job: bytes) -> bytes:
         status, error, killed = govern(ctx, ctx.experiment_uid, int(fields["index"]))
     finally:
         relay.close()
-    if relay.lost is not None and status == "finished":
-        status, error = "failed", f"records not relayed to the command: {relay.lost}"
+    if relay.lost is not None:  # the run was cancelled for it: say why
+        status, error = "failed", (f"the command at {fields['relay']} was not reached from "
+                                   f"{node}: {relay.lost}")
     return pack({"status": status, "error": error, "killed": list(killed), "node": node})
 
 
@@ -136,11 +137,14 @@ class RayRuns:
     def _follow(self, ctx: RunContext, ref: Any, server: RequestServer,
                 on_wait: Callable[[], None] | None) -> Outcome:
         node: str | None = None
-        heard = 0.0
+        submitted = heard = time.monotonic()
         cancelled_at: float | None = None
         while True:
             incoming = server.receive()
             if incoming is not None and isinstance(incoming.message, RunRecordsRequest):
+                if node is None:
+                    log.info("run %s started on Ray %s, %.2f s after it was submitted",
+                             ctx.run_uid, incoming.message.node, time.monotonic() - submitted)
                 node = incoming.message.node
                 heard = time.monotonic()
                 apply(incoming.message, self.store, ctx)
