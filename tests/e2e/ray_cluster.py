@@ -91,7 +91,10 @@ def start(pythonpath: tuple[str, ...] = ()) -> Cluster:
     second_dir = Path(tempfile.mkdtemp(prefix="mr-s-"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(REPO), *pythonpath, os.environ.get("PYTHONPATH", "")) if p),
-        "RAY_USAGE_STATS_ENABLED": "0", "RAY_DISABLE_DOCKER_CPU_WARNING": "1"}
+        "RAY_USAGE_STATS_ENABLED": "0", "RAY_DISABLE_DOCKER_CPU_WARNING": "1",
+        # Ray starts its workers at nice 15; on a machine shared with other work that halves
+        # their share of the CPU against a local run (benchmarks/ray_cluster.py compares).
+        "RAY_worker_niceness": "0"}
     port = free_port()
     address = f"127.0.0.1:{port}"
     env["RAY_ADDRESS"] = address  # what `auto` finds, as after a `ray start` on this machine
