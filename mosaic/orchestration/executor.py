@@ -92,6 +92,11 @@ class Executor:
     do not start); a second SIGINT kills every component process and, with ``exit_at_once``
     (a command's choice), exits at once with 130; without it (a library's), the runs then end
     within their shutdown timeouts, every component of theirs already gone.
+
+    With ``ray`` (a Ray address or ``auto``) or the file's ``executor: {ray: ...}``, each run is
+    a task on that Ray cluster (:mod:`mosaic.orchestration.ray_runs`), all of them submitted at
+    once (``jobs`` at least the run count, up to :data:`RAY_JOBS`): the cluster decides how many
+    step at once. The store stays here; a second SIGINT also ends every run's task.
     """
 
     def __init__(self, experiment: Experiment, store: StoreWriter, *,
