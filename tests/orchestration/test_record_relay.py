@@ -1,0 +1,115 @@
+"""The relay of a run's records from a Ray node to the command's store writer, without Ray: a
+real RecordRelay sending over tcp with CURVE to a real server, applied to a real SQLite store."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mosaic.conductors.run_context import RunContext
+from mosaic.experiment import experiment_from_data
+from mosaic.messages import RunRecordsRequest, RunRecordsResponse
+from mosaic.orchestration import record_relay
+from mosaic.orchestration.record_relay import RecordRelay, apply
+from mosaic.store import StoreWriter
+from mosaic.transport import EndpointAllocator, RequestServer
+
+EXPERIMENT = {
+    "uid": "relay",
+    "environments": [{"uid": "cartpole", "env": "gymnasium:CartPole-v1"}],
+    "agents": [{"uid": "random", "muscle": "mosaic.agents:RandomMuscle"}],
+}
+
+
+def _serve(server: RequestServer, store: StoreWriter, ctx: RunContext,
+           until: threading.Event | None = None, requests: int = 1,
+           timeout: float = 10.0) -> int:
+    """Answer relay requests (cancel: ``ctx.cancelled``) until ``until`` is set or ``requests``
+    have been answered; return how many were."""
+    answered = 0
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if until is not None and until.is_set():
+            break
+        if until is None and answered >= requests:
+            break
+        incoming = server.receive()
+        if incoming is not None and isinstance(incoming.message, RunRecordsRequest):
+            apply(incoming.message, store, ctx)
+            server.reply(incoming, RunRecordsResponse(ctx.run_uid, ctx.cancelled.is_set()))
+            answered += 1
+    return answered
+
+
+def test_records_and_progress_reach_the_store_and_a_cancel_reaches_the_run(
+        tmp_path: Path) -> None:
+    experiment = experiment_from_data(EXPERIMENT)
+    config = experiment.run_config(0)
+    writer = StoreWriter(tmp_path / "results.sqlite")
+    writer.start()
+    server: RequestServer | None = None
+    relay: RecordRelay | None = None
+    try:
+        run_id = writer.run_started(writer.experiment_started("relay", None, None), "r0", 0, 1)
+        here = RunContext.for_run("relay", "r0", run_id, 1, config, writer)
+        # The run's side, as on a node: the same run id and secrets, its own endpoints.
+        there = RunContext("relay", "r0", run_id, 1, config, EndpointAllocator("r0"), None,
+                           trust=here.trust)
+        server = RequestServer("tcp://127.0.0.1:*", name="relay", idle_timeout_ms=20,
+                               credentials=here.credentials)
+        relay = RecordRelay(server.endpoint, there, "node test")
+        there.store = relay
+        relay.start()
+        relay.record_transition(run_id, None, "running", None)
+        observation = np.arange(4, dtype=np.float32)
+        relay.record_steps([(run_id, "cartpole", 0, step, "random", "agent_0", observation,
+                             np.int64(1), 1.0, False, step == 1) for step in range(2)])
+        relay.record_steps([(run_id + 1, "cartpole", 0, 9, "random", "agent_0", observation,
+                             np.int64(1), 1.0, False, False)])  # another run's: dropped
+        relay.record_episode(run_id, "cartpole", 0, 2, 2.0, {"agent_0": 2.0}, False, True, 7)
+        there.progress.steps, there.progress.episodes = 2, 1
+        there.progress.recent_returns.append(2.0)
+        assert _serve(server, writer, here, requests=3) == 3
+        assert (here.progress.steps, here.progress.episodes, here.progress.recent_mean) == (
+            2, 1, 2.0)
+
+        here.cancelled.set()
+        _serve(server, writer, here, requests=1)
+        assert there.cancelled.wait(5), "the cancel did not reach the run"
+
+        closed = threading.Event()
+        closer = threading.Thread(target=lambda: (relay.close(), closed.set()))
+        closer.start()
+        _serve(server, writer, here, until=closed)
+        closer.join(5)
+        assert relay.lost is None
+        writer.flush(10)
+    finally:
+        if relay is not None:
+            relay.close()
+        if server is not None:
+            server.close()
+        writer.close(10)
+    with sqlite3.connect(tmp_path / "results.sqlite") as db:
+        assert db.execute("SELECT step FROM steps ORDER BY step").fetchall() == [(0,), (1,)]
+        assert db.execute("SELECT steps, total_return FROM episodes").fetchall() == [(2, 2.0)]
+        assert db.execute("SELECT to_state FROM transitions").fetchall() == [("running",)]
+
+
+def test_a_command_that_is_gone_cancels_the_run_and_says_why(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(record_relay, "ANSWER_TIMEOUT_S", 0.5)
+    config = experiment_from_data(EXPERIMENT).run_config(0)
+    ctx = RunContext.for_run("relay", "r0", 1, 1, config, None)
+    relay = RecordRelay("tcp://127.0.0.1:9", ctx, "node test")  # nobody listens there
+    relay.start()
+    try:
+        assert ctx.cancelled.wait(10), "the run was not cancelled"
+    finally:
+        relay.close()
+    assert relay.lost is not None and "0.5" in relay.lost
