@@ -10,6 +10,7 @@ CURVE (see :mod:`mosaic.transport.credentials`).
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from types import ModuleType
 
@@ -21,6 +22,8 @@ __all__ = ["ACTOR_PREFIX", "NAMESPACE", "RayMissing", "connect", "node_address",
 #: them by these: anything left behind is easy to find).
 NAMESPACE = "mosaic"
 ACTOR_PREFIX = "mosaic-"
+#: How long the head of a cluster may take to accept a connection before it counts as absent.
+CONNECT_TIMEOUT_S = 5.0
 #: What a user installs to have Ray.
 EXTRA = "pip install 'mosaic[ray]'"
 
@@ -53,12 +56,25 @@ def connect(address: str = "auto") -> ModuleType:
     with _lock:
         if ray.is_initialized():
             return ray
+        _check_reachable(address)
         try:
             ray.init(address=address, namespace=NAMESPACE, logging_level=logging.ERROR,
                      log_to_driver=False, configure_logging=False)
         except (ConnectionError, RuntimeError, ValueError) as error:
             raise MosaicError(f"cannot join the Ray cluster at {address!r}: {error}") from None
     return ray
+
+
+def _check_reachable(address: str) -> None:
+    """Fail at once where nothing listens at ``host:port`` (Ray itself would retry for minutes)."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or address.startswith(("ray://", "auto", "local")):
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as error:
+        raise MosaicError(f"no Ray cluster answers at {address!r}: {error} (start one with "
+                          "'ray start --head', or give the head's address)") from None
 
 
 def node_address() -> str:

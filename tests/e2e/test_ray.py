@@ -123,6 +123,17 @@ def test_without_ray_the_command_names_the_extra_and_exits_2(tmp_path: Path) -> 
         assert not (tmp_path / "results.sqlite").exists()
 
 
+def test_a_cluster_that_does_not_answer_is_exit_2_at_once(tmp_path: Path) -> None:
+    port = ray_cluster.free_port()  # nothing listens there
+    path = _experiment(tmp_path)
+    done = subprocess.run([*mosaic_command(), "experiment-start", str(path), "--ray",
+                           f"127.0.0.1:{port}"], cwd=REPO, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert f"no Ray cluster answers at '127.0.0.1:{port}'" in done.stderr
+    assert not (tmp_path / "results.sqlite").exists()
+
+
 def test_runs_spread_over_both_nodes_and_a_component_on_the_second_keeps_the_digest(
         tmp_path: Path, cluster: ray_cluster.Cluster) -> None:
     # Point 0 has the environment in the run's thread, point 1 on the second node; both points
