@@ -34,13 +34,14 @@ ANSWER_TIMEOUT_S = 30.0
 BATCH_RECORDS = 256
 
 _PROGRESS_FIELDS = ("episodes", "steps", "episodes_total", "return_sum", "last_return",
-                    "digest", "first_step_at", "last_step_at")
+                    "digest", "chain", "first_step_at", "last_step_at")
 
 
 def snapshot(progress: Progress) -> dict[str, Any]:
     """``progress`` as plain data."""
     plain: dict[str, Any] = {name: getattr(progress, name) for name in _PROGRESS_FIELDS}
     plain["agent_return_sums"] = dict(progress.agent_return_sums)
+    plain["positions"] = {uid: list(at) for uid, at in progress.positions.items()}
     plain["recent_returns"] = list(progress.recent_returns)
     plain["agent_recent_returns"] = {agent: list(recent) for agent, recent
                                      in list(progress.agent_recent_returns.items())}
@@ -68,6 +69,8 @@ def apply(request: RunRecordsRequest, store: RunRecords, ctx: RunContext) -> Non
         if name in fields:
             setattr(progress, name, fields[name])
     progress.agent_return_sums = dict(fields.get("agent_return_sums", {}))
+    progress.positions = {uid: (int(at[0]), int(at[1]), int(at[2]))
+                          for uid, at in fields.get("positions", {}).items()}
     progress.recent_returns.clear()
     progress.recent_returns.extend(fields.get("recent_returns", ()))
     progress.agent_recent_returns = {
