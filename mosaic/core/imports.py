@@ -27,6 +27,8 @@ import pkgutil
 import re
 from typing import Any, Literal
 
+from mosaic.core.errors import MissingExtra
+
 __all__ = [
     "EnvKind",
     "ImportPathError",
@@ -98,7 +100,9 @@ def import_module(name: str, path: str | None = None) -> Any:
     ``path`` is the text the error is reported against (``name`` when not given). A missing
     module (reason ``"missing"``) and a module that fails while importing, for a missing
     dependency, a syntax error or any exception at import time (reason ``"failed"``), are told
-    apart, so that the user knows which one to fix.
+    apart, so that the user knows which one to fix. A part of mosaic whose optional packages
+    are missing (:class:`~mosaic.core.errors.MissingExtra`) is ``"missing"``, and the message
+    names the extra to install.
     """
     shown = name if path is None else path
     try:
@@ -114,6 +118,8 @@ def import_module(name: str, path: str | None = None) -> Any:
             f"importing module '{name}' failed: {error}",
             f"the module needs '{missing}', which is not installed" if missing else "",
         ) from error
+    except MissingExtra as error:  # an optional part of mosaic, without its extra
+        raise ImportPathError(shown, str(error), reason="missing") from error  # names the extra
     except (Exception, SystemExit) as error:  # user code may raise anything
         raise ImportPathError(
             shown,

@@ -1,4 +1,4 @@
-"""Ready-made learners for mosaic agents, in NumPy only.
+"""Ready-made learners for mosaic agents, in NumPy (and one on PyTorch).
 
 * :class:`TabularQBrain` / :class:`TabularQMuscle`: Q-learning for Discrete observations and
   actions (FrozenLake, Taxi, ...).
@@ -8,6 +8,8 @@
   buffer and a target network, for Box observations and Discrete actions, on :class:`MLP`.
 * :class:`PPOBrain` / :class:`PPOMuscle`: proximal policy optimisation (clipped surrogate, GAE)
   for Box observations and Discrete or Box actions (CartPole, Pendulum, ...), on :class:`MLP`.
+* ``mosaic.agents.learners.torch_ppo:TorchPPOBrain``: PPO's brain on PyTorch (the ``torch``
+  extra), with :class:`PPOMuscle`; not imported here, so that mosaic works without torch.
 * :class:`Harness`: drives a brain and its muscle on a Gymnasium env in this process, in mosaic's
   call order, for tests and debugging; real runs go through ``mosaic experiment-start``.
 
