@@ -12,10 +12,11 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 def _dqn(tmp_path, placement: str):
     text = (REPO / "examples" / "cartpole_dqn.yml").read_text()
-    text = (text.replace("episodes: 400", "episodes: 12")
-            .replace("episodes: 20", "episodes: 2")
-            .replace("learning_starts: 500", "learning_starts: 100")
+    text = (text.replace("episodes: 2000", "episodes: 12")
+            .replace("episodes: 20\n", "episodes: 2\n")
+            .replace("learning_starts: 1000", "learning_starts: 100")
             .replace("placement: thread", f"placement: {placement}"))
+    assert "episodes: 12" in text and "episodes: 2\n" in text and "starts: 100 " in text
     path = tmp_path / f"{placement}.yml"
     path.write_text(text)
     store = tmp_path / f"{placement}.sqlite"

@@ -21,25 +21,26 @@ __all__ = ["DQNParams", "check_params"]
 
 class DQNParams(BaseModel):
     """Every DQN param with its default (see :class:`~mosaic.agents.learners.DQNBrain` and
-    ``DQNMuscle`` for what each does); unknown keys are refused."""
+    ``DQNMuscle`` for what each does); unknown keys are refused. The defaults are those of
+    ``examples/cartpole_dqn.yml``, measured by ``benchmarks/learning_targets.py``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     hidden_sizes: tuple[Annotated[int, Field(ge=1)], ...] = Field(default=(64, 64), min_length=1)
-    learning_rate: float = Field(default=1e-3, gt=0)
+    learning_rate: float = Field(default=5e-4, gt=0)
     discount: float = Field(default=0.99, ge=0, le=1)
     buffer_size: int = Field(default=50_000, ge=1)
-    batch_size: int = Field(default=64, ge=1)
+    batch_size: int = Field(default=128, ge=1)
     learning_starts: int = Field(default=1_000, ge=0)
     train_every: int = Field(default=1, ge=1)
-    target_update_every: int = Field(default=250, ge=1)
+    target_update_every: int = Field(default=500, ge=1)
     tau: float = Field(default=0.0, ge=0, le=1)
     double_dqn: bool = True
     huber_delta: float = Field(default=1.0, gt=0)
     max_grad_norm: float = Field(default=10.0, ge=0)
     sync_every: int = Field(default=10, ge=1)
     epsilon_start: float = Field(default=1.0, ge=0, le=1)
-    epsilon_end: float = Field(default=0.05, ge=0, le=1)
+    epsilon_end: float = Field(default=0.01, ge=0, le=1)
     epsilon_decay_steps: int = Field(default=10_000, ge=0)
     load_checkpoint: str | None = None
     save_checkpoint: str | None = None
