@@ -14,6 +14,7 @@ it, against the issue's bar.
 | --- | --- | --- | --- | --- |
 | ppo-cartpole | cartpole_ppo.yml | 475 | 100k | 3 of 4 seeds |
 | dqn-cartpole | cartpole_dqn.yml | 475 | 100k | 3 of 4 seeds |
+| torch-ppo-cartpole | cartpole_torch_ppo.yml (the torch extra) | 475 | 100k | 3 of 4 seeds |
 | ppo-acrobot | acrobot_ppo.yml | -100 | 200k | every seed run |
 | ppo-pendulum | pendulum_ppo.yml | -400 | 500k | every seed run |
 
@@ -69,6 +70,7 @@ class Task:
 TASKS = {
     "ppo-cartpole": Task("cartpole_ppo.yml", 475.0, "within_100k", 3),
     "dqn-cartpole": Task("cartpole_dqn.yml", 475.0, "within_100k", 3),
+    "torch-ppo-cartpole": Task("cartpole_torch_ppo.yml", 475.0, "within_100k", 3),
     "ppo-acrobot": Task("acrobot_ppo.yml", -100.0, "within_200k", None),
     "ppo-pendulum": Task("pendulum_ppo.yml", -400.0, "within_500k", None),
 }
