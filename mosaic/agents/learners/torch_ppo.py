@@ -35,15 +35,22 @@ def torch_mlp(network: MLP) -> torch.nn.Sequential:
     """``network`` as a float64 ``torch.nn.Sequential`` of ``Linear`` and ``Tanh`` layers that
     computes the same function (``Linear.weight`` is ``W.T``)."""
     modules: list[torch.nn.Module] = []
-    for i, (w, b) in enumerate(network.layers):
-        linear = torch.nn.Linear(w.shape[0], w.shape[1], dtype=torch.float64)
-        with torch.no_grad():
-            linear.weight.copy_(torch.from_numpy(w.T.copy()))
-            linear.bias.copy_(torch.from_numpy(b.copy()))
-        modules.append(linear)
+    for i, (w, _) in enumerate(network.layers):
+        modules.append(torch.nn.Linear(w.shape[0], w.shape[1], dtype=torch.float64))
         if i < len(network.layers) - 1:
             modules.append(torch.nn.Tanh())
-    return torch.nn.Sequential(*modules)
+    module = torch.nn.Sequential(*modules)
+    _to_torch(network, module)
+    return module
+
+
+def _to_torch(network: MLP, module: torch.nn.Sequential) -> None:
+    """Copy ``network``'s weights into ``module`` in place (the layout :func:`torch_mlp` made)."""
+    linears = [m for m in module if isinstance(m, torch.nn.Linear)]
+    with torch.no_grad():
+        for linear, (w, b) in zip(linears, network.layers, strict=True):
+            linear.weight.copy_(torch.from_numpy(w.T.copy()))
+            linear.bias.copy_(torch.from_numpy(b.copy()))
 
 
 def _to_numpy(module: torch.nn.Sequential, network: MLP) -> None:
@@ -164,13 +171,9 @@ class TorchPPOBrain(PPOBrain):
 
     def _load(self, state: Mapping[str, np.ndarray]) -> None:
         super()._load(state)  # the NumPy networks, log std, version, and a check of the moments
+        _to_torch(self.policy, self.torch_policy)
+        _to_torch(self.value, self.torch_value)
         with torch.no_grad():
-            for module, network in ((self.torch_policy, self.policy),
-                                    (self.torch_value, self.value)):
-                linears = [m for m in module if isinstance(m, torch.nn.Linear)]
-                for linear, (w, b) in zip(linears, network.layers, strict=True):
-                    linear.weight.copy_(torch.from_numpy(w.T.copy()))
-                    linear.bias.copy_(torch.from_numpy(b.copy()))
             self.torch_log_std.copy_(torch.from_numpy(self.log_std.copy()))
         steps = int(state["adam.t"])
         self.torch_optimizer.state.clear()
