@@ -27,13 +27,13 @@ class DQNParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     hidden_sizes: tuple[Annotated[int, Field(ge=1)], ...] = Field(default=(64, 64), min_length=1)
-    learning_rate: float = Field(default=5e-4, gt=0)
+    learning_rate: float = Field(default=2.5e-4, gt=0)
     discount: float = Field(default=0.99, ge=0, le=1)
     buffer_size: int = Field(default=50_000, ge=1)
     batch_size: int = Field(default=128, ge=1)
     learning_starts: int = Field(default=1_000, ge=0)
     train_every: int = Field(default=1, ge=1)
-    target_update_every: int = Field(default=500, ge=1)
+    target_update_every: int = Field(default=250, ge=1)
     tau: float = Field(default=0.0, ge=0, le=1)
     double_dqn: bool = True
     huber_delta: float = Field(default=1.0, gt=0)
