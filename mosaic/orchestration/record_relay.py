@@ -110,10 +110,12 @@ class RecordRelay:
     def record_episode(self, run_id: int, environment: str, episode: int, steps: int,
                        total_return: float | None, returns: Mapping[str, float],
                        terminated: bool, truncated: bool, seed: int | None, copy: int = 0,
-                       evaluation: bool = False) -> None:
+                       evaluation: bool = False,
+                       snapshots: Mapping[str, int] | None = None) -> None:
         self._queue.append(("episode", (run_id, environment, episode, steps, total_return,
                                         dict(returns), terminated, truncated, seed, copy,
-                                        evaluation)))
+                                        evaluation,
+                                        None if snapshots is None else dict(snapshots))))
 
     # -- sending -----------------------------------------------------------------------------
     def start(self) -> None:

@@ -71,7 +71,8 @@ def test_records_and_progress_reach_the_store_and_a_cancel_reaches_the_run(
                              np.int64(1), 1.0, False, step == 1) for step in range(2)])
         relay.record_steps([(run_id + 1, "cartpole", 0, 9, "random", "agent_0", observation,
                              np.int64(1), 1.0, False, False)])  # another run's: dropped
-        relay.record_episode(run_id, "cartpole", 0, 2, 2.0, {"agent_0": 2.0}, False, True, 7)
+        relay.record_episode(run_id, "cartpole", 0, 2, 2.0, {"agent_0": 2.0}, False, True, 7,
+                             snapshots={"past": 0})
         there.progress.steps, there.progress.episodes = 2, 1
         there.progress.recent_returns.append(2.0)
         assert _serve(server, writer, here, requests=3) == 3
@@ -97,7 +98,8 @@ def test_records_and_progress_reach_the_store_and_a_cancel_reaches_the_run(
         writer.close(10)
     with sqlite3.connect(tmp_path / "results.sqlite") as db:
         assert db.execute("SELECT step FROM steps ORDER BY step").fetchall() == [(0,), (1,)]
-        assert db.execute("SELECT steps, total_return FROM episodes").fetchall() == [(2, 2.0)]
+        assert db.execute("SELECT steps, total_return, snapshots FROM episodes").fetchall() == [
+            (2, 2.0, '{"past": 0}')]
         assert db.execute("SELECT to_state FROM transitions").fetchall() == [("running",)]
 
 
