@@ -3,6 +3,9 @@
 A derived seed depends only on the run seed and the component's position in the experiment
 file (never on placement, timing or process ids), so the same file and seed give the same
 trajectory whether components run in threads or processes.
+
+Every derived seed fits in 31 bits (``0 <= seed < 2**31``): environments backed by C++
+libraries (OpenSpiel's, behind PettingZoo's hanabi, say) take a signed 32-bit seed only.
 """
 
 from __future__ import annotations
@@ -30,9 +33,14 @@ def check_seed(seed: int | None, what: str = "seed") -> int | None:
     return seed
 
 
+#: Every seed :func:`_derive` returns is below this: what a signed 32-bit integer holds.
+DERIVED_SEED_LIMIT = 2**31
+
+
 def _derive(run_seed: int, *key: int) -> int:
     sequence = np.random.SeedSequence(run_seed, spawn_key=key)
-    return int(sequence.generate_state(1, np.uint32)[0])
+    # Masking the high bit keeps the other 31 bits of the stream as they were.
+    return int(sequence.generate_state(1, np.uint32)[0]) & (DERIVED_SEED_LIMIT - 1)
 
 
 def phase_seed(run_seed: int, phase_index: int) -> int:

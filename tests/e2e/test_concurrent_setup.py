@@ -37,9 +37,10 @@ agents:
 """
 
 #: The digest of ``experiment(...)`` when its components were set up one after another (it
-#: changes only if Gymnasium changes CartPole or its seeding, or mosaic its digest: the last
-#: change made it a chain of episodes, for continued runs).
-DIGEST_SET_UP_IN_SEQUENCE = "e796365c47c46b65684752de6f5421f0"
+#: changes only if Gymnasium changes CartPole or its seeding, or mosaic its digest or derived
+#: seeds: the last changes made it a chain of episodes, for continued runs, and cut derived
+#: seeds to 31 bits).
+DIGEST_SET_UP_IN_SEQUENCE = "TO BE MEASURED"
 
 
 def experiment(placement: str, envs: dict[int, str] | None = None,
