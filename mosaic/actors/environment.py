@@ -11,6 +11,7 @@ from mosaic.core.seeding import check_seed
 from mosaic.core.spaces import space_to_dict
 from mosaic.environments import EnvironmentAdapter
 from mosaic.environments.factory import make_any
+from mosaic.environments.info import InfoFilter
 from mosaic.environments.vector import VectorAdapter
 from mosaic.messages import (
     ActuatorSpec,
@@ -36,12 +37,14 @@ class EnvironmentActor(Component):
     """Owns one environment instance, or one vector of copies; answers start, reset, update
     and shutdown requests (and the vector's reset and step).
 
-    It takes them from the simulation controller only.
+    It takes them from the simulation controller only. Of the environment's ``info`` it sends
+    what the codec carries (:mod:`mosaic.environments.info`), warning once per key it drops.
     """
 
     def __init__(self, uid: str) -> None:
         super().__init__(uid)
         self._env: EnvironmentAdapter | VectorAdapter | None = None
+        self._info = InfoFilter(uid)
 
     @property
     def env(self) -> EnvironmentAdapter:
@@ -61,9 +64,13 @@ class EnvironmentActor(Component):
     @handles(EnvironmentStartRequest)
     def _start(self, request: EnvironmentStartRequest) -> EnvironmentStartResponse:
         self.check_import(request.env)
+        for wrapper in request.wrappers:
+            self.check_import(wrapper.class_path)
         env = make_any(request.env, request.params, request.copies, request.vector_mode,
-                       request.max_steps)
+                       request.max_steps, request.wrappers)
         self._env = env
+        if isinstance(env, VectorAdapter):
+            env.info_filter = self._info
         sensors = tuple(SensorSpec(slot, space_to_dict(obs))
                         for slot, (obs, _) in env.slots.items())
         actuators = tuple(ActuatorSpec(slot, space_to_dict(act))
@@ -76,13 +83,21 @@ class EnvironmentActor(Component):
     @handles(EnvironmentResetRequest)
     def _reset(self, request: EnvironmentResetRequest) -> EnvironmentResetResponse:
         outcome = self.env.reset(check_seed(request.seed))
-        return EnvironmentResetResponse(outcome.observations, outcome.acting, outcome.legal_actions)
+        return EnvironmentResetResponse(outcome.observations, outcome.acting, outcome.legal_actions,
+                                        self._infos(outcome.infos))
 
     @handles(EnvironmentUpdateRequest)
     def _update(self, request: EnvironmentUpdateRequest) -> EnvironmentUpdateResponse:
         o = self.env.step(request.actions)
         return EnvironmentUpdateResponse(o.observations, o.rewards, o.terminated, o.truncated,
-                                         o.acting, o.legal_actions)
+                                         o.acting, o.legal_actions, self._infos(o.infos))
+
+    def _infos(self, infos: dict[str, Any]) -> dict[str, Any]:
+        """slot -> the codec-safe part of its info, for the slots whose part is not empty."""
+        if not infos:
+            return infos
+        kept = {slot: self._info.single(info) for slot, info in infos.items()}
+        return {slot: info for slot, info in kept.items() if info}
 
     @handles(VectorResetRequest)
     def _vector_reset(self, request: VectorResetRequest) -> VectorStepResponse:

@@ -41,6 +41,7 @@ from mosaic.runtime.component import Component, handles
 from mosaic.transport import RequestClient
 
 _NO_ACTIONS: dict[str, Any] = {}
+_NO_INFO: dict[str, Any] = {}
 DEFAULT_BRAIN_TIMEOUT_S = 60.0
 
 
@@ -185,7 +186,8 @@ class MuscleActor(Component):
                 snapshot = self._play_snapshot(muscle)
             self._episode_starts(1)
             muscle.reset()
-        else:
+        self._inform(muscle, request)
+        if request.step:
             for slot, reward in request.rewards.items():
                 experience = muscle.feedback(slot, reward, request.terminated, request.truncated,
                                              observations.get(slot))
@@ -211,7 +213,8 @@ class MuscleActor(Component):
         if request.step == 0:
             snapshot = self._playing
             greedy.reset()
-        else:
+        self._inform(greedy, request)
+        if request.step:
             # Evaluation teaches nothing: what feedback returns goes nowhere.
             for slot, reward in request.rewards.items():
                 greedy.feedback(slot, reward, request.terminated, request.truncated,
@@ -231,7 +234,7 @@ class MuscleActor(Component):
             raise MosaicError(f"muscle {self.uid!r} was not set up")
         o = request.outcome
         batch = Batch(o.observations, o.rewards, o.terminated, o.truncated, o.acted, o.starts,
-                      o.final_observations, o.legal_actions)
+                      o.final_observations, o.legal_actions, o.info, o.final_info)
         (slot,) = self._slots
         if o.acted.any():
             for experience in muscle.feedback_batch(slot, batch):
@@ -239,6 +242,18 @@ class MuscleActor(Component):
         self._episode_starts(int(o.starts.sum()))
         actions = muscle.act_batch(slot, batch)
         return AgentBatchResponse(actions, self._reported())
+
+    def _inform(self, muscle: Muscle, request: AgentUpdateRequest | AgentEvaluateRequest) -> None:
+        """``receive_info`` for each slot that gets feedback or acts in ``request``, before
+        either."""
+        infos = request.infos
+        for slot in request.rewards:
+            muscle.receive_info(slot, infos.get(slot, _NO_INFO))
+        if request.terminated or request.truncated:
+            return
+        for slot in request.acting:
+            if slot in self._slots and (not request.step or slot not in request.rewards):
+                muscle.receive_info(slot, infos.get(slot, _NO_INFO))
 
     def _reported(self) -> tuple[Metric, ...] | None:
         """The metrics for the next answer: the brain's passed on, then the muscle's own."""

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from mosaic.core.batching import row, stack
+from mosaic.core.vector_info import info_row
 
 __all__ = ["Batch", "row", "stack"]
 
@@ -44,6 +45,13 @@ class Batch:
     final_observations: Mapping[int, Any]
     #: The action masks of the copies, batched like the observations, or ``None``.
     legal_actions: Any = None
+    #: The copies' ``info`` as Gymnasium's vector environments give it: ``key`` -> its values
+    #: (copies first), ``_key`` -> bool (N,) of the copies that have it. Of the reset for a copy
+    #: that starts, else of its last step; what mosaic's codec carries of it (numbers, booleans,
+    #: text, small numeric arrays and dicts and lists of them).
+    info: Mapping[str, Any] = field(default_factory=dict)
+    #: copy -> the info of the last step of the episode that ended at this step.
+    final_info: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def copies(self) -> int:
@@ -58,6 +66,15 @@ class Batch:
         """The observation that followed ``copy``'s last action: the final one if it ended."""
         final = self.final_observations.get(copy)
         return final if final is not None else row(self.observations, copy)
+
+    def copy_info(self, copy: int) -> dict[str, Any]:
+        """The info of ``copy`` now: the keys it has, with its values."""
+        return info_row(self.info, copy) if self.info else {}
+
+    def outcome_info(self, copy: int) -> Mapping[str, Any]:
+        """The info that came with ``copy``'s last outcome: its final step's if it ended."""
+        final = self.final_info.get(copy)
+        return final if final is not None else self.copy_info(copy)
 
     def legal(self, copy: int) -> Any:
         """The action mask of ``copy``, or ``None``."""

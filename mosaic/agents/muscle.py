@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,7 +23,9 @@ class Muscle:
 
     1. :meth:`setup` once, with the muscle's :class:`MuscleContext`.
     2. For each episode: :meth:`reset`, then for each step :meth:`act` for every slot that must act,
-       then :meth:`feedback` with the outcome of that action.
+       then :meth:`feedback` with the outcome of that action. Before a slot's first
+       :meth:`feedback` or :meth:`act` of a step (or reset), :meth:`receive_info` gets the
+       environment's ``info`` that came with it.
     3. :meth:`teardown` once, at shutdown, also after a failure.
 
     A muscle that learns returns experience from :meth:`feedback`; mosaic sends it to the agent's
@@ -57,6 +60,16 @@ class Muscle:
     def reset(self) -> None:
         """A new episode begins."""
 
+    def receive_info(self, slot: str, info: Mapping[str, Any]) -> None:
+        """The environment's ``info`` for ``slot`` that came with the observation or outcome
+        the next :meth:`feedback` or :meth:`act` for ``slot`` is given (``{}`` when it gave none).
+
+        It is what mosaic's codec carries of the info (see :mod:`mosaic.environments.info`):
+        numbers, booleans, text, small numeric NumPy arrays, and dicts and lists of them; the
+        rest is dropped, with a warning. Does nothing unless overridden. In a turn-based game it
+        is the slot's info when the slot is about to act again or the episode ends.
+        """
+
     def act(self, slot: str, observation: Any, legal_actions: Any = None) -> Any:
         """Return the action for ``slot`` given ``observation``.
 
@@ -85,7 +98,8 @@ class Muscle:
         """Receive the outcome of the last actions of the copies in ``batch.acted``.
 
         ``batch.outcome_observation(copy)`` is what followed a copy's action (the final
-        observation where its episode ended). Return the experience for the brain as a list,
+        observation where its episode ended), and ``batch.outcome_info(copy)`` its info.
+        Return the experience for the brain as a list,
         each item sent as one update in order; an empty list sends nothing. Called before
         :meth:`act_batch` of the same step.
         """

@@ -16,8 +16,9 @@ class PerCopyMuscles(Muscle):
 
     This is how a muscle that does not override :meth:`Muscle.act_batch` acts in an environment
     with ``copies:``. Each instance keeps its own episode state (``reset`` when its copy starts
-    an episode, ``act`` and ``feedback`` for its copy only), draws from a seed of its own
-    (derived from the muscle's seed and the copy), and gets every update from the brain.
+    an episode; ``receive_info``, ``act`` and ``feedback`` for its copy only), draws from a seed
+    of its own (derived from the muscle's seed and the copy), and gets every update from the
+    brain.
     """
 
     def __init__(self, cls: type[Muscle]) -> None:
@@ -34,6 +35,7 @@ class PerCopyMuscles(Muscle):
     def feedback_batch(self, slot: str, batch: Batch) -> list[Any]:
         experience = []
         for copy in batch.acted.nonzero()[0].tolist():
+            self._instances[copy].receive_info(slot, batch.outcome_info(copy))
             item = self._instances[copy].feedback(
                 slot, float(batch.rewards[copy]), bool(batch.terminated[copy]),
                 bool(batch.truncated[copy]), batch.outcome_observation(copy))
@@ -46,6 +48,7 @@ class PerCopyMuscles(Muscle):
         for copy, instance in enumerate(self._instances):
             if batch.starts[copy]:
                 instance.reset()
+                instance.receive_info(slot, batch.copy_info(copy))
             actions.append(instance.act(slot, batch.observation(copy), batch.legal(copy)))
         return stack(actions)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium
@@ -14,7 +14,9 @@ class Outcome:
     """What one reset or step produced, keyed by the environment's agent ids ("slots").
 
     ``acting`` lists the slots that must act next; ``legal_actions`` holds action masks for the
-    slots whose environment provides one.
+    slots whose environment provides one; ``infos`` holds the environment's ``info`` for the
+    slots it gave one (as it gave it: the environment actor keeps what the codec carries, see
+    :mod:`mosaic.environments.info`).
     """
 
     observations: dict[str, Any]
@@ -23,6 +25,7 @@ class Outcome:
     truncated: bool
     acting: tuple[str, ...]
     legal_actions: dict[str, Any]
+    infos: dict[str, Any] = field(default_factory=dict)
 
 
 class EnvironmentAdapter:

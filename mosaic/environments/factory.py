@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import multiprocessing
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,14 +20,17 @@ from mosaic.environments.adapter import EnvironmentAdapter
 from mosaic.environments.gymnasium_adapter import GymnasiumAdapter
 from mosaic.environments.pettingzoo_adapter import AECAdapter, ParallelAdapter
 from mosaic.environments.vector import VECTOR_MODES, VectorAdapter
+from mosaic.messages.run_config import WrapperPlan
 
 #: The params key that picks the PettingZoo API of a ``pettingzoo:`` module offering both.
 API_PARAM = "api"
 _APIS = ("aec", "parallel")
 
 
-def make_environment(spec: str, params: Mapping[str, Any]) -> EnvironmentAdapter:
-    """Build the environment ``spec`` names, with ``params`` as keyword arguments.
+def make_environment(spec: str, params: Mapping[str, Any],
+                     wrappers: Sequence[WrapperPlan] = ()) -> EnvironmentAdapter:
+    """Build the environment ``spec`` names, with ``params`` as keyword arguments, wrapped in
+    ``wrappers`` (innermost first; Gymnasium environments only).
 
     * ``gymnasium:<id>``: ``gymnasium.make(id, **params)``;
     * ``pettingzoo:<family>.<module>``: ``pettingzoo.<family>.<module>.env(**params)``, or
@@ -40,43 +44,76 @@ def make_environment(spec: str, params: Mapping[str, Any]) -> EnvironmentAdapter
     :class:`AECAdapter` and Parallel environments a :class:`ParallelAdapter`.
 
     Raises :class:`MosaicError` with the reason when the spec cannot be resolved or makes
-    something else; errors raised by the environment's own constructor propagate unchanged.
+    something else, or a wrapper cannot wrap it (naming the wrapper); errors raised by the
+    environment's own constructor propagate unchanged.
     """
     kind, _, target = spec.partition(":")
     if not target:
         raise MosaicError(f"environment {spec!r}: expected 'gymnasium:<id>', "
                           "'pettingzoo:<family>.<module>' or 'package.module:Attr'")
     if kind == "gymnasium":
-        return GymnasiumAdapter(gymnasium.make(target, **dict(params)))
+        return GymnasiumAdapter(wrap(spec, gymnasium.make(target, **dict(params)), wrappers))
     if kind == "pettingzoo":
         return _adapt(spec, _make_pettingzoo(spec, target, dict(params)))
-    return _adapt(spec, _call_factory(spec, params))
+    return _adapt(spec, wrap(spec, _call_factory(spec, params), wrappers))
+
+
+def wrap(spec: str, env: Any, wrappers: Sequence[WrapperPlan]) -> Any:
+    """``env`` wrapped in each of ``wrappers`` in turn (the first innermost).
+
+    Raises :class:`MosaicError` naming the wrapper (``wrappers[i]``) that fails to build, or
+    when ``env`` is not a ``gymnasium.Env``; ``env`` is then closed.
+    """
+    if not wrappers:
+        return env
+    if not isinstance(env, gymnasium.Env):
+        _close(env)
+        raise MosaicError(f"environment {spec!r}: wrappers: takes a gymnasium.Env, and it made "
+                          f"a {type(env).__name__}")
+    for index, wrapper in enumerate(wrappers):
+        try:
+            env = import_object(wrapper.class_path)(env, **dict(wrapper.params))
+        except Exception as error:
+            _close(env)
+            raise MosaicError(f"environment {spec!r}: wrappers[{index}] "
+                              f"({wrapper.class_path}) failed: {type(error).__name__}: {error}"
+                              ) from error
+    return env
+
+
+def _close(env: Any) -> None:
+    close = getattr(env, "close", None)
+    if callable(close):
+        # Closing what failed: the first error is the one to report.
+        with contextlib.suppress(Exception):
+            close()
 
 
 def make_any(spec: str, params: Mapping[str, Any], copies: int | None = None,
-             vector_mode: str = "sync",
-             max_steps: int | None = None) -> EnvironmentAdapter | VectorAdapter:
+             vector_mode: str = "sync", max_steps: int | None = None,
+             wrappers: Sequence[WrapperPlan] = ()) -> EnvironmentAdapter | VectorAdapter:
     """What the environment actor holds: one environment, or a vector of ``copies``.
 
     Without ``copies`` it is :func:`make_environment`'s environment, unless a factory makes a
-    ``gymnasium.vector.VectorEnv`` (``gymnasium.make_vec``, say): that one is held as it is.
-    With ``copies`` it is :func:`make_vector_environment`'s.
+    ``gymnasium.vector.VectorEnv`` (``gymnasium.make_vec``, say): that one is held as it is
+    (and cannot take ``wrappers``). With ``copies`` it is :func:`make_vector_environment`'s.
     """
     if copies is not None:
-        return make_vector_environment(spec, params, copies, vector_mode, max_steps)
+        return make_vector_environment(spec, params, copies, vector_mode, max_steps, wrappers)
     kind, _, _ = spec.partition(":")
     if kind in ("gymnasium", "pettingzoo"):
-        return make_environment(spec, params)
+        return make_environment(spec, params, wrappers)
     made = _call_factory(spec, params)
-    if isinstance(made, VectorEnv):
+    if isinstance(made, VectorEnv) and not wrappers:
         return VectorAdapter(made, max_steps)
-    return _adapt(spec, made)
+    return _adapt(spec, wrap(spec, made, wrappers))
 
 
 def make_vector_environment(spec: str, params: Mapping[str, Any], copies: int,
-                            vector_mode: str = "sync",
-                            max_steps: int | None = None) -> VectorAdapter:
-    """``copies`` copies of the Gymnasium environment ``spec`` names, in one vector.
+                            vector_mode: str = "sync", max_steps: int | None = None,
+                            wrappers: Sequence[WrapperPlan] = ()) -> VectorAdapter:
+    """``copies`` copies of the Gymnasium environment ``spec`` names, in one vector; each copy
+    wrapped in ``wrappers`` (not with ``native``, which makes its copies itself).
 
     ``vector_mode`` ``sync`` steps them one after another in this thread, ``async`` in one
     process each (Gymnasium's ``AsyncVectorEnv``), and ``native`` uses the environment's own
@@ -90,14 +127,21 @@ def make_vector_environment(spec: str, params: Mapping[str, Any], copies: int,
     if kind == "pettingzoo":
         raise MosaicError(f"environment {spec!r}: copies: takes Gymnasium environments; a "
                           "PettingZoo environment's agents already act side by side")
+    if wrappers and vector_mode == "native":
+        raise MosaicError(f"environment {spec!r}: vector_mode: native makes its copies without "
+                          "wrappers; use sync or async")
     if kind == "gymnasium":
         if vector_mode == "native":
             return VectorAdapter(gymnasium.make_vec(target, num_envs=copies,
                                                     vectorization_mode="vector_entry_point",
                                                     **dict(params)), max_steps)
-        return _copies(functools.partial(gymnasium.make, target, **dict(params)), copies,
-                       vector_mode, max_steps)
+        return _copies(_Wrapped(spec, functools.partial(gymnasium.make, target, **dict(params)),
+                                tuple(wrappers)), copies, vector_mode, max_steps)
     made = _call_factory(spec, params)
+    if isinstance(made, VectorEnv) and wrappers:
+        made.close()
+        raise MosaicError(f"environment {spec!r} made a vector environment, which wrappers: "
+                          "cannot wrap (they wrap one gymnasium.Env each)")
     if isinstance(made, VectorEnv):
         if made.num_envs != copies:
             made.close()
@@ -111,8 +155,8 @@ def make_vector_environment(spec: str, params: Mapping[str, Any], copies: int,
     if vector_mode == "native":
         raise MosaicError(f"environment {spec!r}: vector_mode: native needs a registered "
                           "Gymnasium id with a vector_entry_point ('gymnasium:<id>')")
-    return _copies(functools.partial(import_object(spec), **dict(params)), copies, vector_mode,
-                   max_steps)
+    return _copies(_Wrapped(spec, functools.partial(import_object(spec), **dict(params)),
+                            tuple(wrappers)), copies, vector_mode, max_steps)
 
 
 def _copies(make: Callable[[], gymnasium.Env[Any, Any]], copies: int, vector_mode: str,
@@ -125,6 +169,19 @@ def _copies(make: Callable[[], gymnasium.Env[Any, Any]], copies: int, vector_mod
     return VectorAdapter(AsyncVectorEnv([_WithoutInterrupts(make)] * copies,
                                         autoreset_mode=AutoresetMode.DISABLED, context="spawn"),
                          max_steps)
+
+
+@dataclass(frozen=True)
+class _Wrapped:
+    """Makes one copy and wraps it (picklable, for the processes of ``async`` copies)."""
+
+    spec: str
+    make: Callable[[], gymnasium.Env[Any, Any]]
+    wrappers: tuple[WrapperPlan, ...]
+
+    def __call__(self) -> gymnasium.Env[Any, Any]:
+        env: gymnasium.Env[Any, Any] = wrap(self.spec, self.make(), self.wrappers)
+        return env
 
 
 @dataclass(frozen=True)

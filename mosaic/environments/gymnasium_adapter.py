@@ -20,6 +20,10 @@ def _mask(info: Mapping[str, Any]) -> dict[str, Any]:
     return {} if mask is None else {GYMNASIUM_SLOT: mask}
 
 
+def _infos(info: Mapping[str, Any]) -> dict[str, Any]:
+    return {GYMNASIUM_SLOT: info} if info else {}
+
+
 class GymnasiumAdapter(EnvironmentAdapter):
     """Wraps a ``gymnasium.Env``; ``info["action_mask"]``, when present, becomes the legal
     actions."""
@@ -32,12 +36,12 @@ class GymnasiumAdapter(EnvironmentAdapter):
     def reset(self, seed: int | None) -> Outcome:
         observation, info = self.env.reset(seed=seed)
         return Outcome({GYMNASIUM_SLOT: observation}, _NO_REWARDS, False, False, _ACTING,
-                       _mask(info))
+                       _mask(info), _infos(info))
 
     def step(self, actions: Mapping[str, Any]) -> Outcome:
         observation, reward, terminated, truncated, info = self.env.step(actions[GYMNASIUM_SLOT])
         return Outcome({GYMNASIUM_SLOT: observation}, {GYMNASIUM_SLOT: float(reward)},
-                       bool(terminated), bool(truncated), _ACTING, _mask(info))
+                       bool(terminated), bool(truncated), _ACTING, _mask(info), _infos(info))
 
     def close(self) -> None:
         if not self._closed:

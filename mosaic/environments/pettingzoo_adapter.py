@@ -63,6 +63,11 @@ def _masks(observations: Mapping[str, Any], infos: Mapping[str, Any],
     return masks
 
 
+def _infos(infos: Mapping[str, Any], agents: Iterable[str]) -> dict[str, Any]:
+    """The non-empty infos of ``agents``."""
+    return {agent: info for agent in agents if (info := infos.get(agent))}
+
+
 def _episode_end(ended: Iterable[tuple[bool, bool]]) -> tuple[bool, bool]:
     """(terminated, truncated) of an episode whose last agents ended with these flags."""
     terminated = any(flags[0] for flags in ended)
@@ -82,7 +87,8 @@ class AECAdapter(EnvironmentAdapter):
     ``acting`` is empty, ``observations`` holds the final observation of every agent that left
     in that step, and the episode counts as terminated if one of them terminated, else as
     truncated. An agent that leaves earlier contributes its final observation and rewards to
-    the step it left in, while the episode goes on.
+    the step it left in, while the episode goes on. ``infos`` holds ``env.infos`` of the
+    agents in ``observations`` (of one that left, as it was before it was stepped out).
 
     Raises :class:`MosaicError` when stepped without an action for the selected agent, or after
     the episode ended and before the next reset.
@@ -100,10 +106,10 @@ class AECAdapter(EnvironmentAdapter):
         self.env.reset(seed=seed)
         if not self.env.agents:
             raise MosaicError(f"{self.env} has no agents after reset")
-        final = self._remove_dead()
+        final, infos = self._remove_dead()
         if not self.env.agents:
             raise MosaicError(f"{self.env} ended its episode during reset")
-        return self._outcome(final, _NO_REWARDS)
+        return self._outcome(final, _NO_REWARDS, infos)
 
     def step(self, actions: Mapping[str, Any]) -> Outcome:
         """Step the selected agent's action from ``actions``; other entries are ignored."""
@@ -120,36 +126,45 @@ class AECAdapter(EnvironmentAdapter):
         flags = [(bool(env.terminations.get(name)), bool(env.truncations.get(name)))
                  for name in env.agents]
         ended = [flag for flag in flags if any(flag)]
-        final = self._remove_dead()
+        final, infos = self._remove_dead()
         if env.agents:
-            return self._outcome(final, rewards)
+            return self._outcome(final, rewards, infos)
         terminated, truncated = _episode_end(ended)
-        return Outcome(final, rewards, terminated, truncated, (), _NO_MASKS)
+        return Outcome(final, rewards, terminated, truncated, (), _NO_MASKS, infos)
 
-    def _remove_dead(self) -> dict[str, Any]:
-        """Step ``None`` for each selected dead agent; return their final observations."""
+    def _remove_dead(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Step ``None`` for each selected dead agent; return their final observations and
+        their (non-empty) infos."""
         env = self.env
         final: dict[str, Any] = {}
+        infos: dict[str, Any] = {}
         # Each dead step removes one agent, so a conforming environment needs at most this many.
         for _ in range(len(env.agents) + 1):
             if not env.agents:
-                return final
+                return final, infos
             agent = env.agent_selection
             if not (env.terminations[agent] or env.truncations[agent]):
-                return final
+                return final, infos
             final[agent] = env.observe(agent)
+            info = env.infos.get(agent)
+            if info:
+                infos[agent] = info
             env.step(None)
         raise MosaicError(f"{env} keeps selecting agents that are done after stepping None for "
                           "them; it does not follow PettingZoo's dead-agent rule")
 
-    def _outcome(self, observations: dict[str, Any], rewards: dict[str, float]) -> Outcome:
+    def _outcome(self, observations: dict[str, Any], rewards: dict[str, float],
+                 infos: dict[str, Any]) -> Outcome:
         env = self.env
         agent = env.agent_selection
         observation = env.observe(agent)
         observations[agent] = observation
-        mask = action_mask(observation, env.infos.get(agent))
+        info = env.infos.get(agent)
+        if info:
+            infos[agent] = info
+        mask = action_mask(observation, info)
         legal = _NO_MASKS if mask is None else {agent: mask}
-        return Outcome(observations, rewards, False, False, (agent,), legal)
+        return Outcome(observations, rewards, False, False, (agent,), legal, infos)
 
     def close(self) -> None:
         """Close the environment once; later calls do nothing."""
@@ -166,7 +181,7 @@ class ParallelAdapter(EnvironmentAdapter):
     are what the environment returned for its agents (those that just left included), and
     ``legal_actions`` holds the masks of the acting agents. The episode ends when no agent is
     left to act: it counts as terminated if an agent that left in the last step terminated,
-    else as truncated.
+    else as truncated. ``infos`` holds the infos the environment returned for them.
 
     Raises :class:`MosaicError` when an acting agent has no action in ``actions``, or when
     stepped after the episode ended and before the next reset.
@@ -189,7 +204,7 @@ class ParallelAdapter(EnvironmentAdapter):
             raise MosaicError(f"{self.env} has no agents after reset")
         self._acting = acting
         return Outcome(dict(observations), _NO_REWARDS, False, False, acting,
-                       _masks(observations, infos, acting))
+                       _masks(observations, infos, acting), _infos(infos, observations))
 
     def step(self, actions: Mapping[str, Any]) -> Outcome:
         """Step one action per acting agent, taken from ``actions``; other entries are ignored."""
@@ -208,10 +223,11 @@ class ParallelAdapter(EnvironmentAdapter):
         step_rewards = {agent: float(reward) for agent, reward in rewards.items()}
         if acting:
             return Outcome(dict(observations), step_rewards, False, False, acting,
-                           _masks(observations, infos, acting))
+                           _masks(observations, infos, acting), _infos(infos, observations))
         ended = [(bool(terminations.get(agent)), bool(truncations.get(agent))) for agent in before]
         terminated, truncated = _episode_end(ended)
-        return Outcome(dict(observations), step_rewards, terminated, truncated, (), _NO_MASKS)
+        return Outcome(dict(observations), step_rewards, terminated, truncated, (), _NO_MASKS,
+                       _infos(infos, observations))
 
     def close(self) -> None:
         """Close the environment once; later calls do nothing."""

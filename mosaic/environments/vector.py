@@ -9,7 +9,9 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 
 from mosaic.core.batching import row
 from mosaic.core.errors import MosaicError
+from mosaic.core.vector_info import info_row, stack_infos
 from mosaic.environments.gymnasium_adapter import GYMNASIUM_SLOT
+from mosaic.environments.info import InfoFilter
 from mosaic.messages import BatchOutcome
 
 #: How the copies of ``copies: N`` are held: in the environment actor's own thread (``sync``),
@@ -17,6 +19,9 @@ from mosaic.messages import BatchOutcome
 #: (``native``, its ``vector_entry_point``).
 VECTOR_MODES = ("sync", "async", "native")
 _NO_FINALS: dict[int, Any] = {}
+#: What SAME_STEP vectors add to a step's info; mosaic passes them on as final observations and
+#: final infos instead.
+_FINAL_KEYS = ("final_obs", "_final_obs", "final_info", "_final_info")
 
 
 class VectorAdapter:
@@ -31,6 +36,10 @@ class VectorAdapter:
       ``info["final_obs"]``); no seeds, no step limit.
     * ``NEXT_STEP`` (Gymnasium's default): a copy that ends is reset by the next step, which
       ignores its action; that step's row says it started and did not act.
+
+    The outcome's ``info`` is what ``info_filter`` keeps of the vector's info: of the reset for
+    a copy that begins an episode, else of the step; ``final_info`` has the last step's info of
+    each copy whose episode ended (not in ``NEXT_STEP``, where that step's info is the one).
     """
 
     def __init__(self, env: VectorEnv[Any, Any, Any], max_steps: int | None = None) -> None:
@@ -50,6 +59,8 @@ class VectorAdapter:
         self._all = np.ones(self.copies, dtype=bool)
         self._no_rewards = np.zeros(self.copies, dtype=np.float64)
         self._closed = False
+        #: What keeps the codec-safe part of the infos; its name is the one warnings give.
+        self.info_filter = InfoFilter(type(env.unwrapped).__name__)
 
     @property
     def reseeds(self) -> bool:
@@ -67,7 +78,7 @@ class VectorAdapter:
         self._steps[:] = 0
         self._restarting[:] = False
         return BatchOutcome(observations, self._no_rewards, self._none, self._none, self._none,
-                            self._all, _NO_FINALS, _mask(info))
+                            self._all, _NO_FINALS, _mask(info), self._info(info))
 
     def step(self, actions: Any, next_seeds: np.ndarray | None) -> BatchOutcome:
         """Step every copy; ``next_seeds`` seed the resets of copies whose episode ends."""
@@ -80,18 +91,23 @@ class VectorAdapter:
                                      next_seeds)
         if self._mode == AutoresetMode.SAME_STEP:
             ended = terminated | truncated
-            finals = ({int(c): info["final_obs"][c] for c in ended.nonzero()[0]}
-                      if ended.any() else _NO_FINALS)
+            finals, final_info = _NO_FINALS, _NO_FINALS
+            if ended.any():
+                copies = ended.nonzero()[0].tolist()
+                finals = {c: info["final_obs"][c] for c in copies}
+                last = self._info(info.get("final_info", {}))
+                final_info = {c: info_row(last, c) for c in copies}
             return BatchOutcome(observations, rewards, terminated, truncated, self._all, ended,
-                                finals, _mask(info))
+                                finals, _mask(info), self._info(info), final_info)
         restarted = self._restarting
         self._restarting = terminated | truncated
         if not restarted.any():
             return BatchOutcome(observations, rewards, terminated, truncated, self._all,
-                                self._none, _NO_FINALS, _mask(info))
+                                self._none, _NO_FINALS, _mask(info), self._info(info))
         acted = ~restarted
         return BatchOutcome(observations, np.where(acted, rewards, 0.0), terminated & acted,
-                            truncated & acted, acted, restarted, _NO_FINALS, _mask(info))
+                            truncated & acted, acted, restarted, _NO_FINALS, _mask(info),
+                            self._info(info))
 
     def _reset_ended(self, observations: Any, rewards: np.ndarray, terminated: np.ndarray,
                      truncated: np.ndarray, info: dict[str, Any],
@@ -103,7 +119,7 @@ class VectorAdapter:
         ended = terminated | truncated
         if not ended.any():
             return BatchOutcome(observations, rewards, terminated, truncated, self._all,
-                                self._none, _NO_FINALS, _mask(info))
+                                self._none, _NO_FINALS, _mask(info), self._info(info))
         copies = ended.nonzero()[0].tolist()
         finals = {copy: row(observations, copy) for copy in copies}
         seeds = None if next_seeds is None else next_seeds.tolist()
@@ -115,8 +131,21 @@ class VectorAdapter:
             reset_mask = _mask(reset_info)
             if reset_mask is not None:
                 mask = np.where(_column(ended, mask), reset_mask, mask)
+        kept, started = self._info(info), self._info(reset_info)
+        final_info = {copy: info_row(kept, copy) for copy in copies}
+        if kept or started:
+            # The info each copy acts on now: of its reset where it restarted.
+            kept = stack_infos([info_row(started if ended[copy] else kept, copy)
+                                for copy in range(self.copies)])
         return BatchOutcome(observations, rewards, terminated, truncated, self._all, ended,
-                            finals, mask)
+                            finals, mask, kept, final_info)
+
+    def _info(self, info: dict[str, Any]) -> dict[str, Any]:
+        if not info:
+            return info
+        if any(key in info for key in _FINAL_KEYS):
+            info = {key: value for key, value in info.items() if key not in _FINAL_KEYS}
+        return self.info_filter.vector(info, self.copies)
 
     def close(self) -> None:
         if not self._closed:

@@ -57,6 +57,7 @@ from mosaic.core.imports import (
 )
 from mosaic.core.store_url import is_database_url, mask
 from mosaic.experiment.sweep import SweepConfig
+from mosaic.experiment.wrappers import WrapperSpec, parse_wrappers
 from mosaic.messages.run_config import (
     AgentPlan,
     ComponentSpec,
@@ -70,6 +71,7 @@ from mosaic.messages.run_config import (
     TerminationSpec,
     TransportName,
     VectorMode,
+    WrapperPlan,
 )
 from mosaic.messages.run_config import LoadSpec as LoadRecord
 
@@ -286,6 +288,23 @@ class EnvironmentConfig(StrictModel):
         description="how the copies are held: sync (one thread), async (a process each) or "
         "native (the environment's own vector implementation)",
     )
+    wrappers: list[WrapperSpec] = Field(
+        default_factory=list,
+        description="a list of Gymnasium wrappers, each a name or {name: {parameters}}",
+    )
+    store_info: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)] | None = (
+        Field(default=None, description="a list of info keys to store with each step, e.g. "
+              "[is_success]")
+    )
+
+    @field_validator("wrappers", mode="before")
+    @classmethod
+    def _wrappers(cls, value: Any) -> Any:
+        if isinstance(value, list) and all(isinstance(item, WrapperSpec) for item in value):
+            return value
+        specs, problems = parse_wrappers(value)
+        raise_if_any(problems)
+        return specs
 
     @model_validator(mode="after")
     def _copies_fit(self) -> EnvironmentConfig:
@@ -300,6 +319,15 @@ class EnvironmentConfig(StrictModel):
             raise_problems(Problem(("vector_mode",), "vector_mode: native needs a registered "
                                    "Gymnasium id ('gymnasium:<id>')",
                                    "use sync or async"))
+        if self.wrappers and self.kind == "pettingzoo":
+            raise_problems(Problem(("wrappers",), "wrappers: takes Gymnasium wrappers, which "
+                                   "wrap Gymnasium environments, not PettingZoo ones",
+                                   "wrap the environment in a factory of your own "
+                                   "(env: package.module:make), or remove wrappers"))
+        if self.wrappers and self.vector_mode == "native":
+            raise_problems(Problem(("wrappers",), "wrappers: wrap each copy, and vector_mode: "
+                                   "native makes the copies without them",
+                                   "use vector_mode sync or async"))
         return self
 
     @field_validator("env")
@@ -1018,6 +1046,9 @@ class Experiment(ExperimentFile):
                     record_steps=environment.record_steps,
                     copies=environment.copies,
                     vector_mode=environment.vector_mode,
+                    wrappers=tuple(WrapperPlan(wrapper.class_path, copy.deepcopy(wrapper.params))
+                                   for wrapper in environment.wrappers),
+                    store_info=tuple(environment.store_info or ()),
                 )
                 for environment in environments
             ),

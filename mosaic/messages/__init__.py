@@ -82,6 +82,7 @@ from mosaic.messages.run_config import (
     RunTimeouts,
     SelfPlayPlan,
     TerminationSpec,
+    WrapperPlan,
 )
 from mosaic.messages.simulation import (
     SimulationFinishedNotice,
@@ -176,6 +177,7 @@ __all__ = [
     "VectorResetRequest",
     "VectorStepRequest",
     "VectorStepResponse",
+    "WrapperPlan",
     "decode_message",
     "encode_message",
     "lookup",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mosaic.messages._base import Record, Request, Response
@@ -140,7 +140,11 @@ class MuscleSetupResponse(Response):
 
 @dataclass(frozen=True, slots=True)
 class AgentUpdateRequest(Request):
-    """SimulationController -> muscle actor (hot path): the environment's step, to act on."""
+    """SimulationController -> muscle actor (hot path): the environment's step, to act on.
+
+    ``infos``: slot -> the environment's ``info`` that came with this step (or reset), for the
+    muscle's slots that have a non-empty one.
+    """
 
     step: int
     observations: dict[str, Any]
@@ -149,6 +153,7 @@ class AgentUpdateRequest(Request):
     truncated: bool
     acting: tuple[str, ...]
     legal_actions: dict[str, Any]
+    infos: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +170,7 @@ class AgentEvaluateRequest(Request):
     truncated: bool
     acting: tuple[str, ...]
     legal_actions: dict[str, Any]
+    infos: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

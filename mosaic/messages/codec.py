@@ -50,7 +50,7 @@ __all__ = [
 BytesLike = bytes | bytearray | memoryview
 """What the decoders accept (any object with the buffer protocol works, a ZeroMQ frame too)."""
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 """Envelope version. Frames with another version are refused with ProtocolVersionMismatch."""
 
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mosaic.messages._base import Request, Response
 from mosaic.messages.common import ActuatorSpec, SensorSpec
+from mosaic.messages.run_config import WrapperPlan
 
 __all__ = [
     "EnvironmentResetRequest",
@@ -44,7 +45,8 @@ class EnvironmentStartRequest(Request):
     """SimulationController -> environment actor: build environment ``env`` with ``params``.
 
     With ``copies`` it builds that many copies in one vector (``vector_mode``), and applies the
-    run's step limit ``max_steps`` to each copy itself.
+    run's step limit ``max_steps`` to each copy itself. ``wrappers`` wrap the environment (each
+    copy), innermost first.
     """
 
     environment_uid: str
@@ -54,6 +56,7 @@ class EnvironmentStartRequest(Request):
     copies: int | None = None
     vector_mode: str = "sync"
     max_steps: int | None = None
+    wrappers: tuple[WrapperPlan, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,11 +84,16 @@ class EnvironmentResetRequest(Request):
 
 @dataclass(frozen=True, slots=True)
 class EnvironmentResetResponse(Response):
-    """Environment actor -> SimulationController: first observations and who acts next."""
+    """Environment actor -> SimulationController: first observations and who acts next.
+
+    ``infos``: slot -> the environment's ``info``, what the codec carries of it
+    (:mod:`mosaic.environments.info`), for the slots that have a non-empty one.
+    """
 
     observations: dict[str, Any]
     acting: tuple[str, ...]
     legal_actions: dict[str, Any]
+    infos: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +105,8 @@ class EnvironmentUpdateRequest(Request):
 
 @dataclass(frozen=True, slots=True)
 class EnvironmentUpdateResponse(Response):
-    """Environment actor -> SimulationController (hot path): the step's outcome."""
+    """Environment actor -> SimulationController (hot path): the step's outcome; ``infos`` as
+    in :class:`EnvironmentResetResponse`."""
 
     observations: dict[str, Any]
     rewards: dict[str, float]
@@ -105,6 +114,7 @@ class EnvironmentUpdateResponse(Response):
     truncated: bool
     acting: tuple[str, ...]
     legal_actions: dict[str, Any]
+    infos: dict[str, Any] = field(default_factory=dict)
 
     @property
     def is_terminal(self) -> bool:

@@ -29,6 +29,7 @@ __all__ = [
     "SelfPlayPlan",
     "TerminationSpec",
     "TransportName",
+    "WrapperPlan",
 ]
 
 #: Where a component runs: a thread of the mosaic process, a process of its own, or a Ray actor
@@ -99,6 +100,14 @@ class ResumePoint(Record):
 
 
 @dataclass(frozen=True, slots=True)
+class WrapperPlan(Record):
+    """A Gymnasium wrapper to apply: its class's import path and its keyword arguments."""
+
+    class_path: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class EnvironmentPlan(Record):
     """One environment of a run.
 
@@ -108,7 +117,9 @@ class EnvironmentPlan(Record):
     none, which happens only with exactly one agent and means "every env agent id maps to it";
     ``record_steps`` is the environment's own setting, ``None`` for the run's (see
     :meth:`RunConfig.records`); ``copies`` (``None``: one environment) and ``vector_mode``
-    say how many copies step together in one vector environment, and how it holds them.
+    say how many copies step together in one vector environment, and how it holds them;
+    ``wrappers`` wrap the environment (each copy), innermost first; ``store_info`` names the
+    info keys stored with each step.
     """
 
     uid: str
@@ -120,6 +131,8 @@ class EnvironmentPlan(Record):
     record_steps: RecordSteps | None = None
     copies: int | None = None
     vector_mode: VectorMode = "sync"
+    wrappers: tuple[WrapperPlan, ...] = ()
+    store_info: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mosaic.messages._base import Record, Request, Response
@@ -25,6 +25,11 @@ class BatchOutcome(Record):
     Arrays have the copies first: ``rewards`` float64, the four masks bool. A copy whose
     episode ended in this step has begun the next one: its row of ``observations`` is the new
     episode's first, and ``final_observations`` holds the last of the ended one.
+
+    ``info`` is the copies' ``info`` in Gymnasium's vector layout (``key`` -> values, copies
+    first; ``_key`` -> bool mask of the copies that have it), what the codec carries of it
+    (:mod:`mosaic.environments.info`): of the reset for a copy that begins an episode, else of
+    the step. ``final_info`` holds, per copy whose episode ended, the info of its last step.
     """
 
     observations: Any
@@ -35,6 +40,8 @@ class BatchOutcome(Record):
     starts: Any
     final_observations: dict[int, Any]
     legal_actions: Any
+    info: dict[str, Any] = field(default_factory=dict)
+    final_info: dict[int, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from mosaic.core.seeding import (
     evaluation_episode_seed,
     muscle_seed,
 )
+from mosaic.core.vector_info import info_row
 from mosaic.messages import (
     ActuatorSpec,
     AgentBatchRequest,
@@ -123,9 +124,11 @@ class _EnvironmentLoop:
     #: The number of the loop's first training episode in this run (not 0 when it continues a
     #: saved run).
     first_episode: int = 0
-    #: What the store keeps of this environment (its ``record_steps``, else the run's).
+    #: What the store keeps of this environment (its ``record_steps``, else the run's), and
+    #: the keys of its info kept with each step (``store_info``).
     record_steps: bool = False
     record_episodes: bool = False
+    store_info: tuple[str, ...] = ()
     #: Evaluation episodes left in the round under way (0: training), the rounds done, the
     #: evaluation episodes done, and whether the loop ends once the round is over.
     evaluating: int = 0
@@ -164,6 +167,7 @@ class _VectorLoop:
     next_seeds: np.ndarray = field(init=False)
     record_steps: bool = False
     record_episodes: bool = False
+    store_info: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.episode = np.zeros(self.copies, dtype=np.int64)
@@ -270,7 +274,7 @@ class SimulationController(Component):
             starting.append((index, env, client, client.send(
                 EnvironmentStartRequest(env.uid, env.env, env.params,
                                         environment_seed(seed, index), env.copies,
-                                        env.vector_mode, self._max_steps))))
+                                        env.vector_mode, self._max_steps, env.wrappers))))
         for index, env, client, correlation_id in starting:
             started = client.receive(correlation_id, timeout, EnvironmentStartResponse, check)
             mapping = _resolve_mapping(env.uid, env.policy_mapping, started.sensors, agents)
@@ -288,6 +292,7 @@ class SimulationController(Component):
             if at is not None and isinstance(loop, _EnvironmentLoop):
                 loop.episode = loop.first_episode = at.episode
                 loop.evaluation_round, loop.evaluations_done = at.evaluation_round, at.evaluations
+            loop.store_info = env.store_info
             self._loops.append(loop)
 
         plans = [self._muscle_plans(agent.uid, agent_index)
@@ -432,7 +437,7 @@ class SimulationController(Component):
             loop.needs_reset = False
         else:
             self._vector_outcome(loop, outcome.rewards, outcome.terminated, outcome.truncated,
-                                 outcome.acted)
+                                 outcome.acted, outcome.info, outcome.final_info)
         starts = outcome.starts.nonzero()[0].tolist()
         if starts:
             seed, index, reseeds = self.ctx.seed, loop.index, loop.reseeds
@@ -453,7 +458,8 @@ class SimulationController(Component):
             self._stamp_metrics()
 
     def _vector_outcome(self, loop: _VectorLoop, rewards: np.ndarray, terminated: np.ndarray,
-                        truncated: np.ndarray, acted: np.ndarray) -> None:
+                        truncated: np.ndarray, acted: np.ndarray, info: dict[str, Any],
+                        final_info: dict[int, Any]) -> None:
         """The outcome of the copies' last actions: the digest, the step rows, ended episodes.
 
         The episodes past the environment's ``episodes`` (several copies can end in the last
@@ -468,12 +474,17 @@ class SimulationController(Component):
             progress.first_step_at = time.time()
         if loop.record_steps:
             agent, slot, run_id = loop.mapping[loop.slot], loop.slot, self.ctx.run_id
+            keys = loop.store_info if info or final_info else ()
             for copy in acted.nonzero()[0].tolist():
+                stored = None
+                if keys:
+                    last = final_info.get(copy)
+                    stored = _chosen(keys, info_row(info, copy) if last is None else last)
                 self._rows.append((run_id, loop.uid, int(loop.episode[copy]),
                                    int(loop.step[copy]), agent, slot,
                                    row(loop.observations, copy), row(loop.actions, copy),
                                    float(rewards[copy]), bool(terminated[copy]),
-                                   bool(truncated[copy]), copy))
+                                   bool(truncated[copy]), copy, stored))
         loop.step += acted
         ended = (terminated | truncated) & acted
         for copy in ended.nonzero()[0].tolist():
@@ -508,7 +519,7 @@ class SimulationController(Component):
         loop.actions = self._agents_update(loop, 0, reset.observations, {}, False, False,
                                            reset.acting, reset.legal_actions,
                                            AgentEvaluateRequest if evaluation
-                                           else AgentUpdateRequest)
+                                           else AgentUpdateRequest, reset.infos)
         if self._reported:
             self._stamp_metrics()
 
@@ -543,12 +554,12 @@ class SimulationController(Component):
         if evaluation:
             feedback = {slot: outstanding.pop(slot)[3] for slot in settled}
         else:
-            feedback = self._settle(loop, settled, terminated, truncated)
+            feedback = self._settle(loop, settled, terminated, truncated, update.infos)
         loop.actions = self._agents_update(loop, loop.step, update.observations, feedback,
                                            terminated, truncated, update.acting,
                                            update.legal_actions,
                                            AgentEvaluateRequest if evaluation
-                                           else AgentUpdateRequest)
+                                           else AgentUpdateRequest, update.infos)
         if done:
             if evaluation:
                 self._end_evaluation_episode(loop, terminated, truncated)
@@ -558,12 +569,12 @@ class SimulationController(Component):
             self._stamp_metrics()
 
     def _settle(self, loop: _EnvironmentLoop, slots: list[str], terminated: bool,
-                truncated: bool) -> dict[str, float]:
+                truncated: bool, infos: dict[str, Any]) -> dict[str, float]:
         """Close the outstanding actions of ``slots``: record them and return their rewards.
 
         Each slot gets one feedback per action, with every reward since that action, when it
         is about to act again or the episode ends: the contract of Muscle.feedback, also in
-        turn-based games.
+        turn-based games. A row keeps the ``store_info`` keys of the slot's info of this step.
         """
         rewards: dict[str, float] = {}
         digest, record, rows, run_id = self._digest, loop.record_steps, self._rows, self.ctx.run_id
@@ -574,18 +585,21 @@ class SimulationController(Component):
                                 truncated)))
             if record:
                 rows.append((run_id, loop.uid, loop.episode, step, loop.mapping[slot], slot,
-                             observation, action, reward, terminated, truncated, 0))
+                             observation, action, reward, terminated, truncated, 0,
+                             _chosen(loop.store_info, infos.get(slot))))
         return rewards
 
     def _agents_update(self, loop: _EnvironmentLoop, step: int, observations: dict[str, Any],
                        rewards: dict[str, float], terminated: bool, truncated: bool,
                        acting: tuple[str, ...], legal: dict[str, Any],
                        kind: type[AgentUpdateRequest | AgentEvaluateRequest] = AgentUpdateRequest,
-                       ) -> dict[str, Any]:
+                       infos: dict[str, Any] | None = None) -> dict[str, Any]:
         timeout, check = self.ctx.timeouts.step, self.ctx.check
         links = loop.muscles
+        infos = infos or {}
         if len(links) == 1:
-            request = kind(step, observations, rewards, terminated, truncated, acting, legal)
+            request = kind(step, observations, rewards, terminated, truncated, acting, legal,
+                           infos)
             answer = links[0].client.request(request, AgentUpdateResponse, timeout, check)
             if answer.metrics:
                 self._reported.append((links[0].agent, answer.metrics))
@@ -603,7 +617,8 @@ class SimulationController(Component):
                 continue
             request = kind(step, {s: o for s, o in observations.items() if s in mine},
                            my_rewards, terminated, truncated, my_acting,
-                           {s: m for s, m in legal.items() if s in mine})
+                           {s: m for s, m in legal.items() if s in mine},
+                           {s: i for s, i in infos.items() if s in mine})
             pending.append((link, link.client.send(request)))
         actions: dict[str, Any] = {}
         for link, correlation_id in pending:
@@ -786,6 +801,14 @@ def _chained(chain: str) -> hashlib.blake2b:
     if chain:
         digest.update(bytes.fromhex(chain))
     return digest
+
+
+def _chosen(keys: tuple[str, ...], info: Any) -> dict[str, Any] | None:
+    """The ``keys`` of ``info`` that it has, for the store; ``None`` when it has none."""
+    if not keys or not info:
+        return None
+    chosen = {key: info[key] for key in keys if key in info}
+    return chosen or None
 
 
 def _resolve_mapping(env_uid: str, mapping: dict[str, str] | None, sensors: tuple[SensorSpec, ...],

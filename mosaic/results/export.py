@@ -4,7 +4,8 @@ Cells hold plain values. A step's observation and action become columns by one r
 is one column; an array (or list or tuple) of numbers whose shape is the same in every row and
 that has at most :data:`SMALL_ARRAY` elements is one column per element (``observation_0``,
 ``observation_1``, ... in row-major order); anything else (images, dicts, ragged lists) is one
-column of JSON text. A run's stored config and an episode's returns per agent follow the same
+column of JSON text. A step's stored info (``store_info``) becomes one ``info_<key>`` column per
+key, each by the same rule. A run's stored config and an episode's returns per agent follow the same
 rule (``config`` as JSON text; ``return_<agent>`` columns come from the store).
 """
 
@@ -79,11 +80,23 @@ def load_table(
     if what == "metrics":
         return store.metrics_frame(*runs, experiment=experiment)
     if what == "steps":
-        frame = store.steps_frame(*runs, experiment=experiment)
-        for column in ("observation", "action"):
+        frame = _info_columns(store.steps_frame(*runs, experiment=experiment))
+        for column in ("observation", "action",
+                       *(c for c in frame.columns if c.startswith("info_"))):
             frame = flatten_column(frame, column)
         return frame
     raise ValueError(f"no table {what!r}; tables: {', '.join(TABLES)}")
+
+
+def _info_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its ``info`` column (dicts of the stored keys) as one column per key."""
+    pd = require("pandas", "a table of steps")
+    cells = frame["info"].tolist()
+    keys = list(dict.fromkeys(key for cell in cells if cell for key in cell))
+    columns = pd.DataFrame({f"info_{key}": [None if not cell else cell.get(key)
+                                            for cell in cells] for key in keys},
+                           index=frame.index)
+    return pd.concat([frame.drop(columns="info"), columns], axis=1)
 
 
 def flatten_column(frame: pd.DataFrame, column: str) -> pd.DataFrame:

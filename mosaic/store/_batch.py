@@ -16,8 +16,9 @@ from mosaic.store._values import Encode
 
 StepRow = tuple[Any, ...]
 """``(run_id, environment, episode, step, agent, slot, observation, action, reward, terminated,
-truncated, copy)``; observation and action are raw Python/NumPy values, encoded by the writer
-thread. ``copy`` (the copy of an environment with ``copies:``) may be left out: it is then 0."""
+truncated, copy, info)``; observation, action and info are raw Python/NumPy values, encoded by
+the writer thread. ``copy`` (the copy of an environment with ``copies:``) may be left out: it is
+then 0; so may ``info`` (the chosen keys of the step's info, or None): it is then None."""
 
 MetricRow = tuple[Any, ...]
 """``(run_id, agent, source, name, value, episode, step, at)``: one metric a brain or muscle
@@ -118,6 +119,6 @@ def metric_param(run: Any, agent: Any, source: Any, name: Any, value: Any, episo
 
 def _step_param(encode: Encode, run: Any, env: Any, ep: Any, st: Any, agent: Any, slot: Any,
                 obs: Any, act: Any, rew: Any, term: Any, trunc: Any,
-                copy: Any = 0) -> tuple[Any, ...]:
+                copy: Any = 0, info: Any = None) -> tuple[Any, ...]:
     return (int(run), env, int(ep), int(st), agent, slot, encode(obs), encode(act), float(rew),
-            bool(term), bool(trunc), int(copy))
+            bool(term), bool(trunc), int(copy), None if info is None else encode(info))

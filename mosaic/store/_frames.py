@@ -44,7 +44,7 @@ EPISODE_COLUMNS = (
 )
 STEP_FRAME_COLUMNS = (
     "run", "run_id", "environment", "episode", "copy", "step", "agent", "slot", "observation",
-    "action", "reward", "terminated", "truncated",
+    "action", "reward", "terminated", "truncated", "info",
 )
 METRIC_COLUMNS = ("run", "run_id", "agent", "source", "name", "value", "episode", "step", "at")
 
@@ -89,7 +89,8 @@ def episodes_frame(conn: sa.Connection, runs: dict[int, str]) -> pd.DataFrame:
 def steps_frame(
     conn: sa.Connection, runs: dict[int, str], decode: Decode
 ) -> pd.DataFrame:
-    """The step rows of ``runs``, observations and actions decoded (NumPy values, as stored).
+    """The step rows of ``runs``, observations and actions decoded (NumPy values, as stored),
+    and ``info``, the stored keys of each step's info (``None`` where none were stored).
 
     Rows come by run, environment, episode and step. Raises StoreError naming the step whose
     observation or action cannot be decoded.
@@ -99,7 +100,7 @@ def steps_frame(
     query = (
         sa.select(
             s.c.run_id, s.c.environment, s.c.episode, s.c.copy, s.c.step, s.c.agent, s.c.slot,
-            s.c.observation, s.c.action, s.c.reward, s.c.terminated, s.c.truncated,
+            s.c.observation, s.c.action, s.c.reward, s.c.terminated, s.c.truncated, s.c.info,
         )
         .where(s.c.run_id.in_(list(runs)))
         .order_by(s.c.run_id, s.c.environment, s.c.episode, s.c.copy, s.c.step, s.c.id)
@@ -109,6 +110,7 @@ def steps_frame(
         try:
             observation = None if row.observation is None else decode(row.observation)
             action = None if row.action is None else decode(row.action)
+            info = None if row.info is None else decode(row.info)
         except Exception as exc:
             raise StoreError(
                 f"cannot decode step {row.step} of episode {row.episode} ({row.environment}) "
@@ -117,7 +119,7 @@ def steps_frame(
         records.append((
             runs[row.run_id], row.run_id, row.environment, row.episode, row.copy, row.step,
             row.agent, row.slot, observation, action, row.reward, bool(row.terminated),
-            bool(row.truncated),
+            bool(row.truncated), info,
         ))
     return pd.DataFrame.from_records(records, columns=list(STEP_FRAME_COLUMNS))
 

@@ -120,7 +120,11 @@ class RunDetail:
 
 
 class StepRecord(NamedTuple):
-    """One stored step row with observation and action decoded."""
+    """One stored step row with observation, action and info decoded.
+
+    ``info`` holds the keys of the step's info that the environment's ``store_info`` chose
+    (``None``: none chosen, or none of them in this step's info).
+    """
 
     environment: str
     episode: int
@@ -132,3 +136,4 @@ class StepRecord(NamedTuple):
     reward: float | None
     terminated: bool
     truncated: bool
+    info: dict[str, Any] | None = None

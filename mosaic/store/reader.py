@@ -248,6 +248,7 @@ class Store:
                 s.c.reward,
                 s.c.terminated,
                 s.c.truncated,
+                s.c.info,
             )
             .where(s.c.run_id == run_id)
             .order_by(s.c.environment, s.c.episode, s.c.step, s.c.id)
@@ -356,6 +357,7 @@ class Store:
                 try:
                     observation = None if row[5] is None else decode(row[5])
                     action = None if row[6] is None else decode(row[6])
+                    info = None if row[10] is None else decode(row[10])
                 except Exception as exc:
                     raise StoreError(
                         f"cannot decode step {row[2]} of episode {row[1]} ({row[0]}): {exc}"
@@ -371,6 +373,7 @@ class Store:
                     row[7],
                     bool(row[8]),
                     bool(row[9]),
+                    info,
                 )
 
     # -- helpers -----------------------------------------------------------------------------

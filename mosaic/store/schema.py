@@ -29,12 +29,13 @@ __all__ = [
     "transitions",
 ]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: Version 2 added the ``copy`` columns of episodes and steps, version 3 the ``params`` column of
-#: runs, version 4 the ``evaluation`` column of episodes, version 5 its ``snapshots`` column; a
-#: store of an earlier version is upgraded in place when it is opened for writing (see
+#: runs, version 4 the ``evaluation`` column of episodes, version 5 its ``snapshots`` column,
+#: version 6 the ``info`` column of steps; a store of an earlier version is upgraded in place
+#: when it is opened for writing (see
 #: :func:`ensure_schema`). Each upgrade only adds.
-_UPGRADABLE = ("1", "2", "3", "4")
+_UPGRADABLE = ("1", "2", "3", "4", "5")
 
 RUN_STATUSES = ("created", "running", "finished", "failed", "cancelled")
 FINAL_STATUSES = frozenset({"finished", "failed", "cancelled"})
@@ -136,6 +137,9 @@ steps = sa.Table(
     sa.Column("terminated", sa.Boolean, nullable=False),
     sa.Column("truncated", sa.Boolean, nullable=False),
     sa.Column("copy", sa.Integer, nullable=False, server_default="0"),
+    # The keys of the environment's info chosen by its store_info, encoded as observations are
+    # (null: none chosen, or none of them in this step's info).
+    sa.Column("info", sa.LargeBinary),
     sa.Index("ix_steps_run_episode_step", "run_id", "environment", "episode", "step"),
 )
 
@@ -169,6 +173,7 @@ STEP_COLUMNS = (
     "terminated",
     "truncated",
     "copy",
+    "info",
 )
 
 
@@ -196,7 +201,7 @@ def _upgrade(connection: sa.Connection, version: int) -> None:
     To 2: the ``copy`` columns (0 for every existing row). To 3: the ``params`` column of runs
     (null for every existing run). To 4: the ``evaluation`` column of episodes (false for every
     existing episode). To 5: the ``snapshots`` column of episodes (null for every existing
-    episode).
+    episode). To 6: the ``info`` column of steps (null for every existing step).
     """
     if version < 2:
         for table in (episodes, steps):
@@ -211,6 +216,9 @@ def _upgrade(connection: sa.Connection, version: int) -> None:
     if version < 5:
         json_type = episodes.c.snapshots.type.compile(dialect=connection.dialect)
         connection.execute(sa.text(f"ALTER TABLE episodes ADD COLUMN snapshots {json_type}"))
+    if version < 6:
+        blob = steps.c.info.type.compile(dialect=connection.dialect)
+        connection.execute(sa.text(f"ALTER TABLE steps ADD COLUMN info {blob}"))
     connection.execute(sa.update(meta).where(meta.c.key == "schema_version")
                        .values(value=str(SCHEMA_VERSION)))
 

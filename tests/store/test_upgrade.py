@@ -1,6 +1,6 @@
 """A store of schema version 1 (before ``copies:``), 2 (before sweeps), 3 (before evaluation
-episodes) or 4 (before self-play snapshots) is upgraded in place by its next writer, keeping
-every row, and a reader asked to open it first says how it gets upgraded."""
+episodes), 4 (before self-play snapshots) or 5 (before stored infos) is upgraded in place by its
+next writer, keeping every row, and a reader asked to open it first says how it gets upgraded."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ from contextlib import closing
 import pytest
 
 from mosaic.core.errors import StoreError
+from mosaic.messages import pack
 from mosaic.store import SCHEMA_VERSION, open_store
 from tests.store.test_writer import make_writer, new_run
 
 #: What each schema version added: (table, column) pairs, dropped to go back below it.
-ADDED_IN = {5: [("episodes", "snapshots")], 4: [("episodes", "evaluation")],
-            3: [("runs", "params")],
+ADDED_IN = {6: [("steps", "info")], 5: [("episodes", "snapshots")],
+            4: [("episodes", "evaluation")], 3: [("runs", "params")],
             2: [("episodes", "copy"), ("steps", "copy")]}
 
 
@@ -29,6 +30,29 @@ def _downgrade(path, version: int) -> None:
                     db.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
         db.commit()
+
+
+def test_a_version_5_store_gets_the_info_column_from_its_next_writer(tmp_path, writers):
+    path = tmp_path / "old.sqlite"
+    writer = make_writer(writers, path, encode=pack)
+    run = new_run(writer)
+    writer.record_steps([(run, "env", 0, 0, "a", "p0", 1, 2, 0.5, True, False)])
+    writer.close(timeout=5)
+    _downgrade(path, 5)
+
+    with pytest.raises(StoreError, match="schema version 5; this mosaic upgrades it"):
+        open_store(path)
+
+    writer = make_writer(writers, path, encode=pack)
+    run = new_run(writer, "second")
+    writer.record_steps([(run, "env", 0, 0, "a", "p0", 1, 2, 0.5, True, False, 0,
+                          {"is_success": True})])
+    writer.close(timeout=5)
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("SELECT value FROM meta").fetchone() == (str(SCHEMA_VERSION),)
+    with open_store(path) as store:
+        assert [[step.info for step in store.steps(run.uid)] for run in store.list_runs()] == [
+            [None], [{"is_success": True}]]
 
 
 @pytest.mark.parametrize(("version", "column", "recorded", "expected"), [
