@@ -153,8 +153,14 @@ def _fallbacks(store: Any, results: list[Any]) -> dict[str, tuple[int, float]]:
 @cli.command("experiment-check")
 @click.argument("file", type=click.Path(dir_okay=False))
 def experiment_check(file: str) -> None:
-    """Validate FILE without running it."""
-    experiment = _load(file)
+    """Validate FILE without running it (each environment is built once, then closed)."""
+    from mosaic.core.errors import ConfigError
+    from mosaic.experiment import check_experiment
+
+    try:
+        experiment = check_experiment(file)
+    except ConfigError as error:
+        exit_with_error(error, EXIT_BAD_INPUT)
     sweep = f" ({len(experiment.points)} sweep points x {experiment.runs} seed(s))" if (
         experiment.points) else ""
     click.echo(f"{file}: ok: experiment {experiment.uid!r}, {experiment.run_count} run(s){sweep}, "

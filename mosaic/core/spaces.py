@@ -16,7 +16,7 @@ from gymnasium import spaces
 
 from mosaic.core.errors import CodecError
 
-__all__ = ["space_from_dict", "space_to_dict"]
+__all__ = ["SUPPORTED_SPACES", "space_from_dict", "space_problem", "space_to_dict"]
 
 
 def space_to_dict(space: spaces.Space[Any]) -> dict[str, Any]:
@@ -33,6 +33,31 @@ def space_to_dict(space: spaces.Space[Any]) -> dict[str, Any]:
             f"supported: {', '.join(sorted(_BUILDERS))}"
         )
     return describe(space)
+
+
+def space_problem(space: spaces.Space[Any]) -> str | None:
+    """Why :func:`space_to_dict` cannot describe ``space``, naming the space it cannot describe
+    and where it sits inside ``space`` (a Dict key, a Tuple index); ``None`` when it can."""
+    kind = type(space)
+    if kind is spaces.Dict:
+        for key, sub in space.spaces.items():
+            inner = space_problem(sub)
+            if inner is not None:
+                return f"{inner}, at key {key!r} of {space}"
+        return None
+    if kind is spaces.Tuple:
+        for index, sub in enumerate(space.spaces):
+            inner = space_problem(sub)
+            if inner is not None:
+                return f"{inner}, at index {index} of {space}"
+        return None
+    if kind not in _DESCRIBERS:
+        return f"{space} is a {kind.__module__}.{kind.__qualname__}, which mosaic does not carry"
+    try:
+        space_to_dict(space)
+    except CodecError as error:
+        return f"{space}: {error}"
+    return None
 
 
 def space_from_dict(data: dict[str, Any]) -> spaces.Space[Any]:
@@ -190,3 +215,6 @@ _BUILDERS: dict[str, Callable[[dict[str, Any]], spaces.Space[Any]]] = {
     "Dict": _build_dict,
     "Tuple": _build_tuple,
 }
+
+#: The spaces :func:`space_to_dict` describes, by name.
+SUPPORTED_SPACES = tuple(sorted(_BUILDERS))

@@ -58,11 +58,21 @@ def make_environment(spec: str, params: Mapping[str, Any],
     return _adapt(spec, wrap(spec, _call_factory(spec, params), wrappers))
 
 
+class WrapperError(MosaicError):
+    """Wrapper ``index`` of an environment's ``wrappers`` could not wrap it: ``reason``."""
+
+    def __init__(self, spec: str, index: int, class_path: str, reason: str) -> None:
+        super().__init__(f"environment {spec!r}: wrappers[{index}] ({class_path}) failed: "
+                         f"{reason}")
+        self.index = index
+        self.reason = reason
+
+
 def wrap(spec: str, env: Any, wrappers: Sequence[WrapperPlan]) -> Any:
     """``env`` wrapped in each of ``wrappers`` in turn (the first innermost).
 
-    Raises :class:`MosaicError` naming the wrapper (``wrappers[i]``) that fails to build, or
-    when ``env`` is not a ``gymnasium.Env``; ``env`` is then closed.
+    Raises :class:`WrapperError` naming the wrapper (``wrappers[i]``) that fails to build, and
+    :class:`MosaicError` when ``env`` is not a ``gymnasium.Env``; ``env`` is then closed.
     """
     if not wrappers:
         return env
@@ -73,11 +83,10 @@ def wrap(spec: str, env: Any, wrappers: Sequence[WrapperPlan]) -> Any:
     for index, wrapper in enumerate(wrappers):
         try:
             env = import_object(wrapper.class_path)(env, **dict(wrapper.params))
-        except Exception as error:
+        except Exception as error:  # the wrapper's own checks may raise anything
             _close(env)
-            raise MosaicError(f"environment {spec!r}: wrappers[{index}] "
-                              f"({wrapper.class_path}) failed: {type(error).__name__}: {error}"
-                              ) from error
+            raise WrapperError(spec, index, wrapper.class_path,
+                               f"{type(error).__name__}: {error}") from error
     return env
 
 

@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING
 from mosaic.core.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from mosaic.experiment.loader import experiment_from_data, format_location, load_experiment
+    from mosaic.experiment.loader import (
+        check_experiment,
+        experiment_from_data,
+        format_location,
+        load_experiment,
+    )
     from mosaic.experiment.schema import (
         AgentConfig,
         AgentPlacement,
@@ -32,6 +37,7 @@ if TYPE_CHECKING:
     )
 
 _HOMES = {
+    "check_experiment": "mosaic.experiment.loader",
     "experiment_from_data": "mosaic.experiment.loader",
     "format_location": "mosaic.experiment.loader",
     "load_experiment": "mosaic.experiment.loader",
@@ -43,7 +49,8 @@ _HOMES = {
 __all__ = [
     "AgentConfig", "AgentPlacement", "BrainSpec", "EnvironmentConfig", "Experiment",
     "ExperimentFile", "MuscleSpec", "Placement", "StoreConfig", "SweepPoint", "Timeouts",
-    "Transport", "experiment_from_data", "format_location", "load_experiment",
+    "Transport", "check_experiment", "experiment_from_data", "format_location",
+    "load_experiment",
 ]
 
 

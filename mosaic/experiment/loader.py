@@ -44,6 +44,7 @@ from mosaic.experiment.sweep import sweep_points
 __all__ = [
     "MAX_DEPTH",
     "MAX_FILE_BYTES",
+    "check_experiment",
     "experiment_from_data",
     "format_location",
     "load_experiment",
@@ -93,6 +94,27 @@ def load_experiment(
     document = read_document(shown, _EXPERIMENT)
     source = Path(shown).expanduser().resolve()
     return _build(shown, document, source, store_override, overrides)
+
+
+def check_experiment(path: str | os.PathLike[str], *,
+                     store_override: str | None = None) -> Experiment:
+    """:func:`load_experiment`, then build every environment once to check what only building
+    tells (:func:`mosaic.experiment.probe.probe_environments`): that it builds and takes its
+    ``wrappers``, and that mosaic's codec carries its spaces.
+
+    Raises :class:`~mosaic.core.errors.ConfigError` as :func:`load_experiment` does, and with
+    every problem the environments show, each at its key path and line.
+    """
+    from mosaic.experiment.probe import probe_environments  # builds environments: heavy
+
+    shown = os.fspath(path)
+    document = read_document(shown, _EXPERIMENT)
+    source = Path(shown).expanduser().resolve()
+    experiment = _build(shown, document, source, store_override, None)
+    problems = probe_environments(experiment)
+    if problems:
+        raise config_error(shown, problems, document.positions)
+    return experiment
 
 
 def experiment_from_data(

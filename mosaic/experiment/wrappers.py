@@ -111,14 +111,13 @@ def _signature_problem(name: str, cls: type, params: dict[str, Any]) -> Problem 
     try:
         signature.bind(None, **params)
     except TypeError as error:
-        where: tuple[str, ...] = (name,)
         unknown = [key for key in params if key not in signature.parameters]
         hint = f"{name} takes {', '.join(accepted) or 'no parameters'}"
         if unknown and not any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values()):
-            where = (name, unknown[0])
             close = did_you_mean(unknown[0], accepted)
-            hint = f"{close} {hint}".lstrip()
-        return Problem(where, f"{name}: {error}", hint)
+            return Problem((name, unknown[0]), f"{name} has no parameter '{unknown[0]}'",
+                           f"{close} {hint}".lstrip())
+        return Problem((name,), f"{name}: {error}", hint)
     return None
 
 

@@ -1,0 +1,113 @@
+"""What only building an environment tells: does it build (wrapped), and can its spaces travel?
+
+Loading an experiment file checks every name it holds without building anything.
+``mosaic experiment-check`` goes one step further with :func:`probe_environments`: it builds
+each environment entry once, as a run would (one copy, wrapped in its ``wrappers``), reads its
+spaces, and closes it. A space that mosaic's codec cannot carry (Graph, Sequence, OneOf, a
+space class of one's own) would otherwise fail the run only when it starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import gymnasium
+
+from mosaic.core.config_problems import Loc, Problem
+from mosaic.core.errors import CodecError
+from mosaic.core.spaces import SUPPORTED_SPACES, space_problem, space_to_dict
+from mosaic.environments.factory import WrapperError, make_any
+from mosaic.experiment.schema import EnvironmentConfig, Experiment, ExperimentFile
+from mosaic.messages import pack
+from mosaic.messages.run_config import WrapperPlan
+
+__all__ = ["probe_environments"]
+
+_SPACE_HINT = ("mosaic's messages carry "
+               + ", ".join(s for s in SUPPORTED_SPACES if s not in ("Dict", "Tuple"))
+               + " spaces, and Dict and Tuple of them; wrap the environment so that it uses "
+               "them (with a gymnasium ObservationWrapper in wrappers:, say)")
+
+
+def probe_environments(experiment: Experiment) -> list[Problem]:
+    """Build every distinct environment entry of ``experiment`` (top level, phases, sweep
+    points) once and report, at its key path, what fails: building or wrapping it, and each
+    observation or action space the codec cannot carry, naming the space, the env agent and the
+    agent mapped to it. Environments are closed again; nothing is kept.
+    """
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    for loc, environment, agents in _entries(experiment):
+        key = repr((environment.env, environment.params,
+                    [(w.class_path, w.params) for w in environment.wrappers]))
+        if key in seen:
+            continue
+        seen.add(key)
+        problems.extend(_probe(loc, environment, agents))
+    return problems
+
+
+def _entries(experiment: Experiment) -> Iterator[tuple[Loc, EnvironmentConfig, list[str]]]:
+    settings: list[ExperimentFile] = [experiment, *(p.settings for p in experiment.points)]
+    for file in settings:
+        agents = [agent.uid for agent in file.agents]
+        for index, environment in enumerate(file.environments):
+            yield ("environments", index), environment, agents
+        for number, phase in enumerate(file.phases or []):
+            phase_agents = [agent.uid for agent in phase.agents] if phase.agents else agents
+            for index, environment in enumerate(phase.environments or []):
+                yield ("phases", number, "environments", index), environment, phase_agents
+
+
+def _probe(loc: Loc, environment: EnvironmentConfig, agents: list[str]) -> list[Problem]:
+    wrappers = tuple(WrapperPlan(w.class_path, dict(w.params)) for w in environment.wrappers)
+    try:
+        made = make_any(environment.env, environment.params, wrappers=wrappers)
+    except WrapperError as error:
+        name = environment.wrappers[error.index].name
+        return [Problem((*loc, "wrappers", error.index, name), f"{name} cannot wrap "
+                        f"{environment.env}: {error.reason}",
+                        "check the wrapper's parameters and what it expects of the environment")]
+    except Exception as error:  # the environment's own code may raise anything
+        return [Problem((*loc, "env"), f"building {environment.env} failed: "
+                        f"{type(error).__name__}: {error}",
+                        "check the environment's params; experiment-check builds each "
+                        "environment once")]
+    try:
+        problems = []
+        for slot, (observation, action) in made.slots.items():
+            who = _who(slot, environment, agents)
+            for what, space in (("observation", observation), ("action", action)):
+                reason = _codec_problem(space)
+                if reason is not None:
+                    problems.append(Problem((*loc, "env"), f"the {what} space of {who} in "
+                                            f"{environment.env} cannot be carried by mosaic's "
+                                            f"messages: {reason}", _SPACE_HINT))
+        return problems
+    finally:
+        # A probe's close must not hide what it found.
+        with contextlib.suppress(Exception):
+            made.close()
+
+
+def _who(slot: str, environment: EnvironmentConfig, agents: list[str]) -> str:
+    mapping = environment.policy_mapping
+    agent = mapping.get(slot) if mapping is not None else (agents[0] if len(agents) == 1
+                                                            else None)
+    return f"env agent '{slot}' (agent '{agent}')" if agent else f"env agent '{slot}'"
+
+
+def _codec_problem(space: gymnasium.Space[Any]) -> str | None:
+    reason = space_problem(space)
+    if reason is not None:
+        return reason
+    try:
+        pack(space_to_dict(space))
+        pack(space.sample())
+    except CodecError as error:
+        return f"{space}: {error}"
+    except Exception as error:  # a space of one's own may fail to sample: not the codec's fault
+        return f"{space} cannot be sampled ({type(error).__name__}: {error})"
+    return None
