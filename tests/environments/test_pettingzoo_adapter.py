@@ -514,3 +514,14 @@ def test_action_mask_prefers_the_observation_then_the_info() -> None:
     assert action_mask(np.zeros(2), {"action_mask": in_info}) is in_info
     assert action_mask(np.zeros(2), {}) is None
     assert action_mask(None, None) is None
+
+
+def test_aec_outcomes_carry_the_infos_of_the_agents_they_observe() -> None:
+    adapter = AECAdapter(Relay())
+    outcome = adapter.reset(seed=3)
+    assert set(outcome.infos) == {A}
+    np.testing.assert_array_equal(outcome.infos[A]["action_mask"], outcome.legal_actions[A])
+    # A terminates with its first move: its last info comes with the step it leaves in, beside
+    # the info of B, who acts next.
+    outcome = adapter.step({A: int(np.flatnonzero(outcome.legal_actions[A])[0])})
+    assert set(outcome.infos) == {A, B} and set(outcome.observations) == {A, B}
