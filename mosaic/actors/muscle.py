@@ -48,7 +48,8 @@ DEFAULT_BRAIN_TIMEOUT_S = 60.0
 class MuscleActor(Component):
     """Hosts one :class:`~mosaic.agents.Muscle` for one agent in one environment.
 
-    Per :class:`AgentUpdateRequest`: ``step == 0`` starts an episode (``reset``); otherwise each
+    Per :class:`AgentUpdateRequest`: ``step == 0`` starts an episode (``reset``); each slot that
+    gets feedback or acts gets its info first (``receive_info``); unless ``step == 0``, each
     slot's reward goes to ``feedback``, and experience it returns is sent to the brain, whose
     answer goes to ``apply_update``. Unless the episode ended, ``act`` picks an action for each
     acting slot of this muscle.
