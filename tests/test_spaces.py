@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mosaic.core.errors import CodecError
-from mosaic.core.spaces import space_from_dict, space_to_dict
+from mosaic.core.spaces import space_from_dict, space_problem, space_to_dict
 from mosaic.messages import pack, unpack
 
 CASES: list[spaces.Space[Any]] = [
@@ -141,3 +141,28 @@ def test_subclass_of_a_supported_space_is_refused() -> None:
 def test_invalid_description_raises_codec_error(description: Any) -> None:
     with pytest.raises(CodecError):
         space_from_dict(description)
+
+
+class _OwnBox(spaces.Box):
+    """A space class of one's own: it could not be rebuilt as itself on the other side."""
+
+
+@pytest.mark.parametrize(("space", "named", "where"), [
+    (spaces.Graph(spaces.Discrete(2), None), "gymnasium.spaces.graph.Graph", ""),
+    (spaces.Tuple((spaces.Discrete(2), spaces.Sequence(spaces.Discrete(3)))),
+     "gymnasium.spaces.sequence.Sequence", "at index 1"),
+    (spaces.Dict({"a": spaces.Dict({"b": spaces.OneOf((spaces.Discrete(2),))})}),
+     "gymnasium.spaces.oneof.OneOf", "at key 'b'"),
+    (_OwnBox(0, 1, (2,)), "_OwnBox", ""),
+])
+def test_space_problem_names_the_space_the_codec_cannot_carry_and_where(
+        space: spaces.Space[Any], named: str, where: str) -> None:
+    problem = space_problem(space)
+    assert problem is not None and named in problem and where in problem
+    with pytest.raises(CodecError):
+        space_to_dict(space)
+
+
+@pytest.mark.parametrize("space", CASES)
+def test_space_problem_passes_every_supported_space(space: spaces.Space[Any]) -> None:
+    assert space_problem(space) is None

@@ -39,13 +39,14 @@ def space_problem(space: spaces.Space[Any]) -> str | None:
     """Why :func:`space_to_dict` cannot describe ``space``, naming the space it cannot describe
     and where it sits inside ``space`` (a Dict key, a Tuple index); ``None`` when it can."""
     kind = type(space)
-    if kind is spaces.Dict:
+    # Exact types, as space_to_dict: a subclass of Dict or Tuple is a space of its own.
+    if kind is spaces.Dict and isinstance(space, spaces.Dict):
         for key, sub in space.spaces.items():
             inner = space_problem(sub)
             if inner is not None:
                 return f"{inner}, at key {key!r} of {space}"
         return None
-    if kind is spaces.Tuple:
+    if kind is spaces.Tuple and isinstance(space, spaces.Tuple):
         for index, sub in enumerate(space.spaces):
             inner = space_problem(sub)
             if inner is not None:
