@@ -87,6 +87,7 @@ class MuscleActor(Component):
         self._brain_timeout = DEFAULT_BRAIN_TIMEOUT_S
         self._slots: frozenset[str] = frozenset()
         self._checkpoint_every = 0
+        self._informs = False
         self._episodes = 0
         self._metrics = MetricLog()
         self._relayed: PendingMetrics[Metric] = PendingMetrics(f"the brain of muscle {uid!r}")
@@ -133,6 +134,8 @@ class MuscleActor(Component):
                 params=dict(request.muscle.params), metrics=self._greedy_metrics))
             self._greedy = greedy
         self._slots = frozenset(slots)
+        # Most muscles ignore infos: skip the calls on the hot path for them.
+        self._informs = cls.receive_info is not Muscle.receive_info
         self._brain_timeout = request.brain_timeout
         self._checkpoint_every = request.checkpoint_every
         if request.brain_endpoint:
@@ -187,7 +190,8 @@ class MuscleActor(Component):
                 snapshot = self._play_snapshot(muscle)
             self._episode_starts(1)
             muscle.reset()
-        self._inform(muscle, request)
+        if self._informs:
+            self._inform(muscle, request)
         if request.step:
             for slot, reward in request.rewards.items():
                 experience = muscle.feedback(slot, reward, request.terminated, request.truncated,
@@ -214,7 +218,8 @@ class MuscleActor(Component):
         if request.step == 0:
             snapshot = self._playing
             greedy.reset()
-        self._inform(greedy, request)
+        if self._informs:
+            self._inform(greedy, request)
         if request.step:
             # Evaluation teaches nothing: what feedback returns goes nowhere.
             for slot, reward in request.rewards.items():
