@@ -84,7 +84,7 @@ def test_curve_over_a_public_address_gives_the_ipc_trajectory(tmp_path: Path,
     assert query(store, "SELECT COUNT(*) FROM steps")[0][0] == steps
     # Every component process let its peers in through the authenticator.
     for child in ("cartpole", "learner", "learner@cartpole"):
-        assert (f"mosaic.child.{child}: DEBUG {child}: let in a peer holding the run's "
+        assert (f"DEBUG mosaic.child.{child}: {child}: let in a peer holding the run's "
                 "credentials (CURVE)") in result.stderr, child
     assert "refused a peer" not in result.stderr
 
