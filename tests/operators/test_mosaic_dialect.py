@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from mosaic.core.errors import WorkerProtocolError, WorkerTimeout
+from mosaic.messages.codec import unpack
 from mosaic.testing import check_worker
 from tests.e2e.cli import query, run_mosaic, write_experiment
 
@@ -192,7 +193,7 @@ def test_an_operator_muscle_plays_a_mosaic_worker_in_experiment_start(tmp_path: 
     text = f"""\
         uid: mosaic-worker-agent
         seed: 3
-        episodes: 3
+        episodes: 12
         placement: thread
         environments:
           - uid: lake
@@ -217,10 +218,12 @@ def test_an_operator_muscle_plays_a_mosaic_worker_in_experiment_start(tmp_path: 
     assert "Traceback" not in result.stderr
     [(status, episodes, steps, error)] = query(store,
                                                "SELECT status, episodes, steps, error FROM runs")
-    assert (status, episodes, error) == ("finished", 3, None)
-    assert steps > 3
-    actions = {row[0] for row in query(store, "SELECT action FROM steps")}
-    assert len(actions) > 2  # drawn from the 4 actions the stand-in was told of
+    assert (status, episodes, error) == ("finished", 12, None)
+    assert steps >= 24  # no hole is less than 2 steps from the start
+    actions = {unpack(row[0]) for row in query(store, "SELECT action FROM steps")}
+    # Drawn from the 4 actions the stand-in was told of. Its draws are not seeded here: in 24
+    # or more uniform draws, fewer than 3 distinct actions come up less than once in 10^6.
+    assert actions <= {0, 1, 2, 3} and len(actions) > 2
 
 
 # --- writing: mosaic's workers under a MOSAIC-style driver ---------------------------------------
