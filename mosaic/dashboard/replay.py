@@ -189,10 +189,7 @@ def _rows(store: Store, run_id: int, environment: str | None,
           episode: int | None) -> Any:
     """(environment, slot, observation, action, reward, terminated, truncated, row id) of
     stored steps, decoded, in the order they were recorded."""
-    from mosaic.messages.codec import unpack
-    from mosaic.store._values import decompressing
-
-    decode = decompressing(unpack)
+    decode = store.value_decoder()
     s = schema.steps
     query = sa.select(s.c.environment, s.c.slot, s.c.observation, s.c.action, s.c.reward,
                       s.c.terminated, s.c.truncated, s.c.id).where(s.c.run_id == run_id)

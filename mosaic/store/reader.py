@@ -222,6 +222,14 @@ class Store:
             step_rows=int(step_rows),
         )
 
+    def value_decoder(self) -> Decode:
+        """A function that turns one stored value (an observation, action or info) back into
+        what was recorded: decompressed where the store compressed it, then decoded.
+
+        It keeps one decompressor, so each thread that decodes needs one of its own.
+        """
+        return decompressing(self._decode if self._decode is not None else _default_decode())
+
     def steps(
         self, run: str | int, episode: int | None = None, limit: int | None = None
     ) -> Iterator[StepRecord]:
@@ -232,7 +240,7 @@ class Store:
         rows are read lazily, and a row that cannot be decoded raises StoreError when reached.
         The iterator holds a connection until exhausted or closed.
         """
-        decode = decompressing(self._decode if self._decode is not None else _default_decode())
+        decode = self.value_decoder()
         with self._reading() as conn:
             run_id = self._resolve(conn, run)
         s = schema.steps
@@ -314,7 +322,7 @@ class Store:
         row is read into memory. Raises StoreError on a row that cannot be decoded, and
         MissingExtra without pandas.
         """
-        decode = decompressing(self._decode if self._decode is not None else _default_decode())
+        decode = self.value_decoder()
         selected = self.select_runs(*runs, experiment=experiment)
         with self._reading() as conn:
             return steps_frame(conn, selected, decode)
