@@ -3,7 +3,7 @@ of a network learner."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gymnasium
@@ -15,7 +15,10 @@ from mosaic.agents.policies import MLPPolicy, load_policy
 from mosaic.core.errors import MosaicError
 
 __all__ = ["legal_mask", "legal_masks", "load_mlp", "observation_space", "pack_records",
-           "policy_shape", "unpack_records", "unwrap"]
+           "policy_shape", "shared_shape", "unpack_records", "unwrap"]
+
+#: (slot uid, observation space, action space) -> the (inputs, actions) sizes a learner takes.
+Sizes = Callable[[str, gymnasium.Space[Any], gymnasium.Space[Any]], tuple[int, int]]
 
 
 def unwrap(observation: Any, legal_actions: Any) -> tuple[Any, Any]:
@@ -67,11 +70,27 @@ def legal_masks(legal_actions: Any, n_actions: int, copies: int) -> np.ndarray |
     return masks
 
 
+def shared_shape(slots: Mapping[str, Slot], owner: str,
+                 sizes: Sizes, shared: str, same: str) -> tuple[int, int]:
+    """The (inputs, actions) sizes that ``sizes(uid, observation space, action space)`` gives
+    every one of ``slots``, when they all agree.
+
+    ``sizes`` raises MosaicError for spaces the learner cannot take; slots that disagree raise
+    MosaicError too, since the learner keeps one ``shared`` (e.g. "policy") for all of them, so
+    they need the ``same`` sizes (named for the error).
+    """
+    shapes = {sizes(uid, observation_space(slot.observation_space), slot.action_space)
+              for uid, slot in slots.items()}
+    if len(shapes) != 1:
+        raise MosaicError(f"{owner} shares one {shared} across its slots, so all need the same "
+                          f"{same}; got {sorted(shapes)}")
+    return shapes.pop()
+
+
 def policy_shape(slots: Mapping[str, Slot], owner: str) -> tuple[int, int]:
     """(observation size, n_actions) shared by all ``slots``; MosaicError for other spaces."""
-    shapes = set()
-    for uid, slot in slots.items():
-        obs, act = observation_space(slot.observation_space), slot.action_space
+    def sizes(uid: str, obs: gymnasium.Space[Any],
+              act: gymnasium.Space[Any]) -> tuple[int, int]:
         if not (isinstance(obs, gymnasium.spaces.Box)
                 and isinstance(act, gymnasium.spaces.Discrete)):
             raise MosaicError(
@@ -80,11 +99,10 @@ def policy_shape(slots: Mapping[str, Slot], owner: str) -> tuple[int, int]:
         if int(act.start) != 0:
             raise MosaicError(f"{owner} needs a Discrete action space starting at 0; slot "
                               f"{uid!r} has {act}")
-        shapes.add((int(np.prod(obs.shape)), int(act.n)))
-    if len(shapes) != 1:
-        raise MosaicError(f"{owner} shares one policy across its slots, so all need the same "
-                          f"observation size and number of actions; got {sorted(shapes)}")
-    return shapes.pop()
+        return int(np.prod(obs.shape)), int(act.n)
+
+    return shared_shape(slots, owner, sizes, "policy",
+                        "observation size and number of actions")
 
 
 def load_mlp(path: str, shape: tuple[int, int], owner: str) -> MLP:

@@ -19,7 +19,7 @@ from mosaic.agents.brain import Brain
 from mosaic.agents.context import BrainContext, MuscleContext, Slot
 from mosaic.agents.learners._common import legal_mask as _legal_mask
 from mosaic.agents.learners._common import legal_masks as _legal_masks
-from mosaic.agents.learners._common import observation_space
+from mosaic.agents.learners._common import shared_shape
 from mosaic.agents.learners._common import unwrap as _unwrap
 from mosaic.agents.muscle import Muscle
 from mosaic.agents.policies import QTablePolicy, load_policy, q_table_arrays, save_q_table
@@ -77,9 +77,8 @@ def _param(
 
 def _table_shape(slots: Mapping[str, Slot], owner: str) -> tuple[int, int]:
     """(n_states, n_actions) shared by all ``slots``; raises MosaicError for other spaces."""
-    shapes = set()
-    for uid, slot in slots.items():
-        obs, act = observation_space(slot.observation_space), slot.action_space
+    def sizes(uid: str, obs: gymnasium.Space[Any],
+              act: gymnasium.Space[Any]) -> tuple[int, int]:
         if not (isinstance(obs, gymnasium.spaces.Discrete)
                 and isinstance(act, gymnasium.spaces.Discrete)):
             raise MosaicError(
@@ -88,11 +87,9 @@ def _table_shape(slots: Mapping[str, Slot], owner: str) -> tuple[int, int]:
         if int(obs.start) != 0 or int(act.start) != 0:
             raise MosaicError(f"{owner} needs Discrete spaces starting at 0; slot {uid!r} has "
                               f"{obs} and {act}")
-        shapes.add((int(obs.n), int(act.n)))
-    if len(shapes) != 1:
-        raise MosaicError(f"{owner} shares one table across its slots, so all need the same "
-                          f"space sizes; got {sorted(shapes)}")
-    return shapes.pop()
+        return int(obs.n), int(act.n)
+
+    return shared_shape(slots, owner, sizes, "table", "space sizes")
 
 
 def _state_index(observation: Any, n_states: int) -> int:
