@@ -1,5 +1,5 @@
 """``python -m mosaic`` is the ``mosaic`` command."""
 
-from mosaic.cli import main
+from mosaic.cli import run
 
-main()
+run()

@@ -1,5 +1,5 @@
 """The ``mosaic`` command line."""
 
-from mosaic.cli.main import main
+from mosaic.cli.main import main, run
 
-__all__ = ["main"]
+__all__ = ["main", "run"]

@@ -13,7 +13,7 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -23,6 +23,7 @@ from mosaic.cli.evaluate import evaluate, manual
 from mosaic.cli.keys import keys
 from mosaic.cli.results import export, plot
 from mosaic.core.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_SIGNAL
+from mosaic.core.process_exit import exit_process, exit_status
 
 log = logging.getLogger(__name__)
 
@@ -258,3 +259,14 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def run() -> NoReturn:
+    """The ``mosaic`` command (console script and ``python -m mosaic``): :func:`main`, then the
+    end of the process without the interpreter's teardown, which took seconds of a Ctrl-C on a
+    busy machine (see :mod:`mosaic.core.process_exit`). An uncaught error ends it as usual."""
+    try:
+        main()
+    except SystemExit as stop:
+        exit_process(exit_status(stop))
+    exit_process(EXIT_OK)

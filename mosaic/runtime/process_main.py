@@ -15,6 +15,7 @@ import signal
 import sys
 
 from mosaic.core.affinity import pin_current_thread
+from mosaic.core.process_exit import exit_process
 from mosaic.runtime.heartbeat import start_beating
 from mosaic.runtime.processes.parent import PARENT_CHECK_S, die_with_parent, on_first_sigterm
 
@@ -83,4 +84,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Without the interpreter's teardown: on a busy machine it held the cores that the rest of
+    # the run's shut-down was waiting for (see mosaic.core.process_exit).
+    exit_process(main())
