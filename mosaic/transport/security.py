@@ -22,18 +22,18 @@ from typing import Any
 
 import zmq
 import zmq.utils.z85
-from zmq.auth.thread import ThreadAuthenticator
 
 from mosaic.core.errors import TransportError
 from mosaic.transport.context import context
 from mosaic.transport.credentials import PLAIN_USER, Credentials
+from mosaic.transport.zap import ZapHandler
 
 __all__ = ["admit", "is_secured", "release", "secure_client", "secure_server"]
 
 log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-_gatekeeper: _Gatekeeper | None = None
+_gatekeeper: ZapHandler | None = None
 #: ZAP domain -> (credentials, servers that use them).
 _admitted: dict[str, tuple[Credentials, int]] = {}
 
@@ -56,23 +56,14 @@ def _proves(credentials: Credentials, mechanism: bytes, proof: list[bytes]) -> b
 GATEKEEPER_THREAD = "mosaic-zap-gatekeeper"
 
 
-class _Gatekeeper(ThreadAuthenticator):
-    """pyzmq's ZAP thread, answering from the credentials of the runs this process serves."""
-
-    async def handle_zap_message(self, msg: list[bytes]) -> None:
-        if len(msg) < 6:
-            if len(msg) >= 2:
-                self._send_zap_reply(msg[1], b"400", b"malformed ZAP request")
-            return
-        _version, request_id, domain, _address, _identity, mechanism = msg[:6]
-        with _lock:
-            entry = _admitted.get(domain.decode("utf-8", "replace"))
-        if entry is not None and _proves(entry[0], mechanism, msg[6:]):
-            log.debug("let in a peer holding the run's credentials (%s)", mechanism.decode())
-            self._send_zap_reply(request_id, b"200", b"OK", "mosaic")
-        else:
-            # Logged where the refused connection shows, once per peer (RequestServer).
-            self._send_zap_reply(request_id, b"400", b"unknown credentials")
+def _decide(domain: str, mechanism: bytes, proof: list[bytes]) -> bool:
+    """The gatekeeper's answer: does the peer prove the credentials of the server's run?"""
+    with _lock:
+        entry = _admitted.get(domain)
+    if entry is not None and _proves(entry[0], mechanism, proof):
+        log.debug("let in a peer holding the run's credentials (%s)", mechanism.decode())
+        return True
+    return False  # logged where the refused connection shows, once per peer (RequestServer)
 
 
 def admit(credentials: Credentials) -> None:
@@ -87,9 +78,8 @@ def admit(credentials: Credentials) -> None:
             raise TransportError(f"two sets of credentials for ZAP domain {credentials.domain}")
         _admitted[credentials.domain] = (credentials, users + 1)
         if _gatekeeper is None:
-            gatekeeper = _Gatekeeper(context(), log=logging.getLogger(f"{__name__}.zap"))
+            gatekeeper = ZapHandler(context(), _decide, name=GATEKEEPER_THREAD)
             gatekeeper.start()
-            gatekeeper.thread.name = GATEKEEPER_THREAD
             _gatekeeper = gatekeeper
             atexit.register(_stop_gatekeeper)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import struct
 from typing import NamedTuple
 
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from mosaic.core.errors import CodecError
 from mosaic.core.log_limit import LogLimiter
@@ -152,13 +152,17 @@ class RequestServer:
             return
         while True:
             try:
-                event = recv_monitor_message(monitor, zmq.NOBLOCK)
+                frames = monitor.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            what = _REFUSED_EVENTS.get(event["event"])
+            # An event is a 16-bit id and a 32-bit value, then the endpoint. Read here rather
+            # than with zmq.utils.monitor, whose import pulls in asyncio (see transport.zap).
+            if len(frames) != 2 or len(frames[0]) != 6:
+                continue
+            what = _REFUSED_EVENTS.get(struct.unpack("=Hi", frames[0])[0])
             if what is not None and self._refusals.allow(what):
                 log.warning("%s: refused a peer that did not authenticate (%s) on %s", self.name,
-                            what, event["endpoint"].decode("utf-8", "replace"))
+                            what, frames[1].decode("utf-8", "replace"))
 
     def _close_security(self, sock: zmq.Socket[bytes]) -> None:
         if self._monitor is not None:

@@ -93,7 +93,13 @@ def intrude(endpoint: str, configure: dict[int, bytes]) -> list[bytes]:
         for option, value in configure.items():
             sock.setsockopt(option, value)
         sock.connect(endpoint)
-        sock.send(encode_message(PingRequest(), 1))
+        # A refused handshake can end before the send: the socket then has no peer to queue
+        # for, and a send without a timeout would wait for one forever.
+        sock.setsockopt(zmq.SNDTIMEO, int(SILENCE_S * 1000))
+        try:
+            sock.send(encode_message(PingRequest(), 1))
+        except zmq.Again:
+            return []
         answers = []
         if sock.poll(int(SILENCE_S * 1000), zmq.POLLIN):
             answers.append(sock.recv())
