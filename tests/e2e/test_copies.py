@@ -10,6 +10,7 @@ import subprocess
 
 import pytest
 
+from mosaic.core.seeding import episode_seed
 from tests.e2e.cli import (
     REPO,
     finish,
@@ -79,8 +80,11 @@ def test_each_copy_has_its_own_episodes_seeds_and_steps(tmp_path, process_tag):
     for copy in range(4):
         numbers = sorted(e for c, e, *_ in episodes if c == copy)
         assert numbers == list(range(len(numbers)))  # each copy counts its own episodes
-    seeds = [seed for *_, seed in episodes]
-    assert None not in seeds and len(set(seeds)) == 16  # a seed of its own for each episode
+    # A seed of its own for each episode: the one derived from the run's seed, the
+    # environment's index, the episode's number and the copy.
+    [(run_seed,)] = query(store, "SELECT seed FROM runs")
+    assert all(seed == episode_seed(run_seed, 0, episode, copy)
+               for copy, episode, *_, seed in episodes)
     # Every recorded step belongs to a copy's episode; ended episodes are complete.
     for copy, episode, length, total, _ in episodes:
         rows = query(store, "SELECT step, reward, terminated, truncated FROM steps "
@@ -89,6 +93,33 @@ def test_each_copy_has_its_own_episodes_seeds_and_steps(tmp_path, process_tag):
         assert sum(r[1] for r in rows) == pytest.approx(total)
         assert rows[-1][2] or rows[-1][3]
     assert steps >= sum(e[2] for e in episodes)
+
+
+def test_a_termination_condition_ends_the_copies_where_it_is_met(tmp_path, process_tag):
+    """Every CartPole episode returns at least 8: the third episode to end meets the threshold,
+    and the episodes other copies end in the same step are not counted."""
+    seen = {}
+    for placement in ("thread", "process"):
+        text = COPIES.format(episodes=1000, placement=placement, env="gymnasium:CartPole-v1",
+                             muscle="mosaic.agents:RandomMuscle", copies="copies: 4",
+                             vector_mode="", max_steps="") + """\
+    termination:
+      reward_threshold: 1
+      window: 3
+"""
+        store = tmp_path / f"{placement}.sqlite"
+        path = write_experiment(tmp_path, text, f"{placement}.yml")
+        result = run_mosaic("experiment-start", str(path), "--store", str(store), timeout=120)
+        assert result.returncode == 0, result.stderr
+        [(status, episodes, steps, digest)] = query(
+            store, "SELECT status, episodes, steps, digest FROM runs")
+        assert (status, episodes) == ("finished", 3)
+        recorded = query(store, "SELECT copy, episode, steps FROM episodes ORDER BY copy")
+        assert len(recorded) == 3
+        # No step past the one that met the threshold is recorded.
+        assert query(store, "SELECT COUNT(*) FROM steps")[0][0] == steps
+        seen[placement] = (steps, digest, recorded)
+    assert seen["thread"] == seen["process"]
 
 
 def test_the_number_of_copies_is_part_of_the_trajectories(tmp_path, process_tag):
