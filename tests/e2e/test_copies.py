@@ -40,22 +40,31 @@ COPIES = """\
         muscle: {muscle}
 """
 
+#: Met by the third episode to end (CartPole returns at least 8).
+THRESHOLD = """\
+    termination:
+      reward_threshold: 1
+      window: 3
+"""
+
 
 def _run(tmp_path, name: str, *, placement: str = "thread", episodes: int = 12,
          env: str = "gymnasium:CartPole-v1", copies: int | None = 4, vector_mode: str = "",
-         muscle: str = "mosaic.agents:RandomMuscle", max_steps: int | None = None):
+         muscle: str = "mosaic.agents:RandomMuscle", max_steps: int | None = None,
+         termination: str = "", ended: int | None = None):
+    """Run the experiment to its end: ``ended`` episodes (default: ``episodes``)."""
     text = COPIES.format(
         episodes=episodes, placement=placement, env=env, muscle=muscle,
         copies=f"copies: {copies}" if copies else "",
         vector_mode=f"vector_mode: {vector_mode}" if vector_mode else "",
-        max_steps=f"max_steps: {max_steps}" if max_steps else "")
+        max_steps=f"max_steps: {max_steps}" if max_steps else "") + termination
     store = tmp_path / f"{name}.sqlite"
     path = write_experiment(tmp_path, text, f"{name}.yml")
     result = run_mosaic("experiment-start", str(path), "--store", str(store), timeout=120)
     assert result.returncode == 0, result.stderr
     [(status, episodes_done, steps, digest)] = query(
         store, "SELECT status, episodes, steps, digest FROM runs")
-    assert status == "finished" and episodes_done == episodes
+    assert status == "finished" and episodes_done == (episodes if ended is None else ended)
     return store, steps, digest
 
 
@@ -96,24 +105,12 @@ def test_each_copy_has_its_own_episodes_seeds_and_steps(tmp_path, process_tag):
 
 
 def test_a_termination_condition_ends_the_copies_where_it_is_met(tmp_path, process_tag):
-    """Every CartPole episode returns at least 8: the third episode to end meets the threshold,
-    and the episodes other copies end in the same step are not counted."""
+    """The third episode to end meets the threshold; those other copies end in the same step
+    are not counted."""
     seen = {}
     for placement in ("thread", "process"):
-        text = COPIES.format(episodes=1000, placement=placement, env="gymnasium:CartPole-v1",
-                             muscle="mosaic.agents:RandomMuscle", copies="copies: 4",
-                             vector_mode="", max_steps="") + """\
-    termination:
-      reward_threshold: 1
-      window: 3
-"""
-        store = tmp_path / f"{placement}.sqlite"
-        path = write_experiment(tmp_path, text, f"{placement}.yml")
-        result = run_mosaic("experiment-start", str(path), "--store", str(store), timeout=120)
-        assert result.returncode == 0, result.stderr
-        [(status, episodes, steps, digest)] = query(
-            store, "SELECT status, episodes, steps, digest FROM runs")
-        assert (status, episodes) == ("finished", 3)
+        store, steps, digest = _run(tmp_path, placement, placement=placement, episodes=1000,
+                                    termination=THRESHOLD, ended=3)
         recorded = query(store, "SELECT copy, episode, steps FROM episodes ORDER BY copy")
         assert len(recorded) == 3
         # No step past the one that met the threshold is recorded.
