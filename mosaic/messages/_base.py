@@ -240,7 +240,11 @@ def _compile(cls: type, fields: tuple[_Field, ...]) -> tuple[Callable[[Any], Any
                 f"        _set(self, {field.name!r}, n{index})",
             ]
     decode.append("    self = _new(_cls)")
-    decode += [f"    _set(self, {field.name!r}, v{i})" for i, field in enumerate(fields)]
+    # Each field through its slot's own setter: object.__setattr__ would look the slot up by
+    # name in the class first, for every field of every message decoded.
+    for i, field in enumerate(fields):
+        namespace[f"s{i}"] = cls.__dict__[field.name].__set__
+        decode.append(f"    s{i}(self, v{i})")
     decode.append("    return self")
     validate.append("    return None")
     source = "\n".join(decode) + "\n\n" + "\n".join(validate) + "\n"

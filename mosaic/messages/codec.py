@@ -26,6 +26,7 @@ public functions and the envelope.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from mosaic.core.errors import (
@@ -34,7 +35,7 @@ from mosaic.core.errors import (
     ProtocolVersionMismatch,
     UnknownMessageType,
 )
-from mosaic.messages._base import Message, lookup
+from mosaic.messages._base import Message, lookup, schema
 from mosaic.messages._decode import decode_frame, from_fields
 from mosaic.messages._encode import TypedSpec, encode_value, typed_spec
 
@@ -121,6 +122,24 @@ def decode_message(
     Thread-safe.
     """
     envelope = decode_frame(frame, max_bytes)
+    # The common case first, in as few tests as it takes: a well-formed envelope of a message
+    # type decoded before. Anything else takes the checks below, which name what is wrong.
+    if type(envelope) is list and len(envelope) == 4:
+        version, correlation_id, tag, fields = envelope
+        decode = _MESSAGE_DECODERS.get(tag) if type(tag) is str else None
+        if (decode is not None and version == PROTOCOL_VERSION and type(version) is int
+                and type(correlation_id) is int and 0 <= correlation_id < 1 << 64
+                and type(fields) is dict):
+            return correlation_id, decode(fields)
+    return _decode_envelope(envelope)
+
+
+#: Type tag -> the schema decoder of the message class registered under it, for the tags seen.
+_MESSAGE_DECODERS: dict[str, Callable[[Any], Any]] = {}
+
+
+def _decode_envelope(envelope: Any) -> tuple[int, Message]:
+    """Check ``envelope`` field by field; raise the error that names its first problem."""
     if type(envelope) is not list or not envelope:
         raise MalformedFrame(
             f"expected an envelope [version, correlation id, type, fields], "
@@ -149,4 +168,7 @@ def decode_message(
     cls = lookup(tag)
     if not issubclass(cls, Message):
         raise UnknownMessageType(f"{tag!r} is a record, not a message type")
-    return correlation_id, from_fields(cls, fields)
+    message = from_fields(cls, fields)
+    # Decoded once: the class is sound, and its tag can take the short way from now on.
+    _MESSAGE_DECODERS[tag] = schema(cls).decode
+    return correlation_id, message
