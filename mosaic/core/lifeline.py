@@ -1,15 +1,39 @@
-"""What the operating system says of a child's lifeline: the parent-death signal, and whether a
-process exists. How a child uses them is :mod:`mosaic.runtime.processes.parent`'s business."""
+"""What the operating system says of a child's lifeline: the parent-death signal, the adoption of
+orphans, and whether a process exists. How a child uses them is
+:mod:`mosaic.runtime.processes.parent`'s business."""
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
 import os
 import signal
 import sys
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        # This process's own symbols are libc's. ctypes.util.find_library would start
+        # ``ldconfig -p`` in a subprocess: a fork and an exec in every child's start-up.
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def _prctl(option: int, value: int) -> bool:
+    libc = _libc()
+    if libc is None:
+        return False
+    try:
+        return bool(libc.prctl(option, value, 0, 0, 0) == 0)
+    except AttributeError:
+        return False
 
 
 def arm_parent_death_signal(sig: int = signal.SIGTERM) -> bool:
@@ -18,13 +42,18 @@ def arm_parent_death_signal(sig: int = signal.SIGTERM) -> bool:
     Returns whether it was armed. Linux sends the signal when the parent *thread* that started
     this process ends, so start children from threads that outlive them.
     """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return bool(libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0)
-    except (OSError, AttributeError):
-        return False
+    return _prctl(_PR_SET_PDEATHSIG, int(sig))
+
+
+def adopt_orphans() -> bool:
+    """Make this process the parent of its descendants whose own parent ends (Linux only).
+
+    An orphan is then re-parented to this process, not to init: it can be waited for with
+    ``os.waitpid`` like a child started here, and its parent-death signal fires with this
+    process. Orphans nobody waits for stay zombies until this process exits. Returns whether
+    the kernel agreed.
+    """
+    return _prctl(_PR_SET_CHILD_SUBREAPER, 1)
 
 
 def process_exists(pid: int) -> bool:
@@ -40,4 +69,3 @@ def process_exists(pid: int) -> bool:
     except OSError:
         return False
     return True
-
