@@ -55,10 +55,7 @@ def join_cluster(experiment: Experiment, ray: str | None = None) -> str | None:
     """
     settings = experiment.executor.ray
     address = ray or (settings.address if settings is not None else None)
-    if address is None and any(
-            "ray" in experiment.run_config(index, phase).placements()
-            for index in range(0, experiment.run_count, experiment.runs)  # one per sweep point
-            for phase in range(len(experiment.phase_names(index)))):
+    if address is None and "ray" in experiment.placements():
         address = "auto"
     if address is not None:
         from mosaic.runtime.ray_support import connect

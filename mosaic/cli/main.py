@@ -85,6 +85,9 @@ def experiment_start(file: str, store: str | None, jobs: int, ray: str | None, q
     """Run the experiment in FILE and record every step."""
     configure_logging(logging.WARNING - 10 * min(verbose, 2))
     experiment = _load(file, store)
+    from mosaic.cli.processes import start_command_zygote
+
+    start_command_zygote(experiment, ray)  # it imports while this process goes on
     from mosaic.api.execution import execute, join_cluster, open_results
     from mosaic.api.progress import ProgressDisplay
     from mosaic.cli.report import format_run_line, format_summary, format_title

@@ -977,6 +977,14 @@ class Experiment(ExperimentFile):
         phases = self._settings(run_index).phases
         return [phase.name for phase in phases] if phases else [DEFAULT_PHASE]
 
+    def placements(self) -> set[str]:
+        """Every placement a component has in some run and phase (``thread``, ``process``,
+        ``ray``): those of each sweep point's first run, since its seeds do not change them."""
+        return {placement
+                for index in range(0, self.run_count, self.runs)
+                for phase in range(len(self.phase_names(index)))
+                for placement in self.run_config(index, phase).placements()}
+
     def _settings(self, run_index: int) -> ExperimentFile:
         """The file's settings for run ``run_index``: its sweep point's, or the file's own."""
         return self.points[run_index // self.runs].settings if self.points else self

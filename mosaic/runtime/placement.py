@@ -1,9 +1,12 @@
 """Placing a component in a thread or in its own process, behind one handle type.
 
 Both placements run the same :class:`~mosaic.runtime.host.ActorHost` around the same component
-class; a process placement only adds a fresh interpreter around it (``python -m
+class; a process placement only adds an interpreter of its own around it (``python -m
 mosaic.runtime.process_main``, the equivalent of multiprocessing's ``spawn``: nothing is
-inherited, nothing is pickled, the ZeroMQ context is created after the start).
+inherited, nothing is pickled, the ZeroMQ context is created after the start). Where the
+command has opened a zygote, that interpreter is a fork of it, which has done the imports
+already, with no thread and no ZeroMQ context to copy
+(:mod:`~mosaic.runtime.processes.zygote_client`); else a fresh one.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from mosaic.runtime import bootstrap, heartbeat
 from mosaic.runtime.bootstrap import Bootstrap
 from mosaic.runtime.component import Component, make_component
 from mosaic.runtime.host import ActorHost, HostStatus
-from mosaic.runtime.processes.child import ChildProcess, spawn
+from mosaic.runtime.processes.child import ChildProcess
 from mosaic.runtime.processes.stop import (
     STOPPED,
     TERMINATED,
@@ -30,6 +33,7 @@ from mosaic.runtime.processes.stop import (
     StopSchedule,
     stop_in_order,
 )
+from mosaic.runtime.processes.zygote_client import start_process
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +183,7 @@ class ProcessPlaced(Placed):
         command += ["--heartbeat-fd", str(self._heartbeat.child_fd),
                     "--bootstrap-fd", str(trust_read)]
         try:
-            process = spawn(command, pass_fds=(self._heartbeat.child_fd, trust_read))
+            process = start_process(command, pass_fds=(self._heartbeat.child_fd, trust_read))
         except BaseException:
             self._heartbeat.abandon()
             os.close(trust_write)

@@ -18,13 +18,35 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import IO
+from typing import IO, Protocol
 
 from mosaic.core.affinity import unpin_process
 from mosaic.runtime.processes.stderr import StderrReader
 
 #: How long :meth:`ChildProcess.release` waits in all for the pipe readers to reach the end.
 RELEASE_READERS_S = 1.0
+
+
+class StartedProcess(Protocol):
+    """What a :class:`ChildProcess` needs of a started process: a ``subprocess.Popen``, or an
+    :class:`~mosaic.runtime.processes.adopted.AdoptedProcess` (a fork of a zygote)."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def stdin(self) -> IO[bytes] | None: ...
+    @property
+    def stdout(self) -> IO[bytes] | None: ...
+    @property
+    def stderr(self) -> IO[bytes] | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Its exit status; raises ``subprocess.TimeoutExpired`` after ``timeout`` s."""
+        ...
+
+    def send_signal(self, sig: int) -> None: ...
 
 
 def spawn(argv: Sequence[str], *, stdin: bool = False, env: Mapping[str, str] | None = None,
@@ -61,7 +83,8 @@ def describe_exit(code: int | None) -> str:
 class ChildProcess:
     """A started child: its output read, its end observed, its signals sent, its pipes reaped.
 
-    ``process`` is started with pipes on stdout and stderr (see :func:`spawn`); a missing pipe
+    ``process`` is started with pipes on stdout and stderr (see :func:`spawn` and
+    :func:`~mosaic.runtime.processes.zygote_client.start_process`); a missing pipe
     reads as empty. From construction on, daemon threads read both: ``read_stdout`` gets the
     stdout stream and reads it to its end (on ``<name>-stdout``), and a :class:`StderrReader`
     sends stderr to ``log`` (``default_level`` for lines without a level name) and keeps the
@@ -70,7 +93,7 @@ class ChildProcess:
     Nothing here waits without a bound; every method is safe from any thread.
     """
 
-    def __init__(self, process: subprocess.Popen[bytes], name: str, *,
+    def __init__(self, process: StartedProcess, name: str, *,
                  read_stdout: Callable[[IO[bytes]], None], log: logging.Logger,
                  default_level: int, keep_lines: int, pinned: bool = False) -> None:
         self.process = process
