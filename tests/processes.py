@@ -61,20 +61,30 @@ def kill_and_reap_children() -> dict[int, str]:
     return found
 
 
-def component_pids(parent: int, kind: str, uid: str) -> list[int]:
-    """Every child of ``parent`` running component ``kind uid`` (``process_main KIND UID``;
-    one per run of the experiment)."""
-    found = []
+def _components(parent: int) -> dict[int, list[bytes]]:
+    """The children of ``parent`` that run a component (``process_main KIND UID ...``), with
+    their arguments after ``process_main``. Not the command's zygote: it runs none."""
+    found = {}
     for pid in children_of(parent):
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
         if b"mosaic.runtime.process_main" in argv:
-            at = argv.index(b"mosaic.runtime.process_main")
-            if argv[at + 1:at + 3] == [kind.encode(), uid.encode()]:
-                found.append(pid)
+            found[pid] = argv[argv.index(b"mosaic.runtime.process_main") + 1:]
     return found
+
+
+def component_children(parent: int) -> list[int]:
+    """The pids of ``parent``'s component processes that have not exited."""
+    return [pid for pid in _components(parent) if not gone(pid)]
+
+
+def component_pids(parent: int, kind: str, uid: str) -> list[int]:
+    """Every child of ``parent`` running component ``kind uid`` (``process_main KIND UID``;
+    one per run of the experiment)."""
+    return [pid for pid, args in _components(parent).items()
+            if args[:2] == [kind.encode(), uid.encode()]]
 
 
 def component_pid(parent: int, kind: str, uid: str) -> int | None:

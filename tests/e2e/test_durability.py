@@ -26,7 +26,7 @@ from tests.e2e.cli import (
     wait_for_steps,
     write_experiment,
 )
-from tests.processes import children_of, component_pid, tagged_processes
+from tests.processes import component_children, component_pid, tagged_processes
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
 
@@ -68,7 +68,7 @@ def test_a_sigkilled_run_leaves_no_orphan_and_a_store_with_every_committed_step(
     proc = start_mosaic("experiment-start", str(path), "--store", str(store))
     try:
         wait_for_steps(store, proc, minimum=500)
-        children = [pid for pid, state in children_of(proc.pid).items() if state != "Z"]
+        children = component_children(proc.pid)
         committed = query(store, "SELECT COUNT(*) FROM steps")[0][0]
         os.kill(proc.pid, signal.SIGKILL)
         killed = time.monotonic()

@@ -43,7 +43,7 @@ from mosaic.messages import EnvironmentResetRequest, EnvironmentStartRequest, Me
 from mosaic.messages.codec import encode_message
 from tests.e2e.cli import REPO, mosaic_command, query, write_experiment
 from tests.hostile import every_request, hostile_messages, send_not_zeromq
-from tests.processes import TAG_VARIABLE, children_of, kill_all, tagged_processes
+from tests.processes import TAG_VARIABLE, component_children, kill_all, tagged_processes
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -224,7 +224,7 @@ def rss_kib(pid: int) -> dict[str, int]:
 
 def discover(launched: Launched, transport: str) -> dict[int, str]:
     """The endpoint each component process of the run listens on, found from outside."""
-    children = [pid for pid, state in children_of(launched.proc.pid).items() if state != "Z"]
+    children = component_children(launched.proc.pid)
     assert len(children) == len(COMPONENTS), children
     assert listening(launched.proc.pid) == set()  # the run's own parts talk over inproc
     endpoints = {}

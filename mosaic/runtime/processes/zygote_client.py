@@ -176,6 +176,11 @@ def start_zygote(preload: Iterable[str]) -> Zygote | None:
         return _current
 
 
+def current_zygote() -> Zygote | None:
+    """This process's zygote, if one is open."""
+    return _current
+
+
 def close_zygote() -> None:
     """End this process's zygote, if it has one (see :meth:`Zygote.close`)."""
     global _current

@@ -1,0 +1,209 @@
+"""Component processes forked from a zygote: children of this process, with what spawn gives."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mosaic.runtime.processes import zygote_client
+from mosaic.runtime.processes.adopted import AdoptedProcess
+from mosaic.runtime.processes.child import ChildProcess
+from mosaic.runtime.processes.zygote_client import Zygote, start_process
+from tests.processes import gone
+
+from .conftest import StdoutLines, kill_if_alive, wait_until_gone
+
+pytestmark = pytest.mark.timeout(90)
+
+TARGET = "tests.runtime.zygote_target"
+ROOT = str(Path(__file__).resolve().parents[2])
+
+
+@pytest.fixture
+def zygote(process_tag: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Zygote]:
+    """This process's zygote, with the test target preloaded; closed (and checked) at the end."""
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")  # as the mosaic command sets it
+    monkeypatch.chdir(ROOT)  # the zygote imports the target from here, as python -m would
+    opened = zygote_client.start_zygote([TARGET])
+    assert opened is not None
+    yield opened
+    zygote_client.close_zygote()
+    assert zygote_client.current_zygote() is None
+
+
+def supervised(process: AdoptedProcess | subprocess.Popen[bytes],
+               name: str = "fork") -> tuple[ChildProcess, StdoutLines]:
+    lines = StdoutLines()
+    child = ChildProcess(process, name, read_stdout=lines.read,
+                         log=logging.getLogger(f"tests.zygote.{name}"),
+                         default_level=logging.INFO, keep_lines=10)
+    return child, lines
+
+
+def command(*args: str) -> list[str]:
+    return [sys.executable, "-m", TARGET, *args]
+
+
+def test_a_fork_is_this_process_s_child_in_a_session_of_its_own(zygote: Zygote) -> None:
+    process = start_process(command("exit", "3"))
+    assert isinstance(process, AdoptedProcess)
+    child, lines = supervised(process)
+    try:
+        seen = json.loads(lines.next())
+        assert child.wait(20.0)
+    finally:
+        child.kill(5.0)
+        child.release()
+    assert seen["pid"] == child.pid and seen["ppid"] == os.getpid()
+    assert seen["sid"] == child.pid  # it leads a session of its own, as a spawned child does
+    assert seen["argv"] == ["exit", "3"] and seen["main"] == "__main__"
+    assert child.exit_code == 3 and child.exit_cause() == "exit code 3"
+
+
+def test_its_command_line_is_its_command_s(zygote: Zygote) -> None:
+    child, lines = supervised(start_process(command("wait", str(os.getpid()))))
+    try:
+        lines.next()
+        cmdline = Path(f"/proc/{child.pid}/cmdline").read_bytes().split(b"\0")
+    finally:
+        child.kill(5.0)
+        child.release()
+    assert [arg.decode() for arg in cmdline[:5]] == command("wait", str(os.getpid()))
+
+
+def test_it_has_the_passed_descriptors_at_their_numbers_and_no_other(zygote: Zygote) -> None:
+    read_end, write_end = os.pipe()
+    try:
+        child, lines = supervised(start_process(command("write", str(write_end)),
+                                                pass_fds=(write_end,)))
+        os.close(write_end)
+        try:
+            seen = json.loads(lines.next())
+            assert child.wait(20.0)
+        finally:
+            child.kill(5.0)
+            child.release()
+        assert os.read(read_end, 100) == b"hello"
+    finally:
+        os.close(read_end)
+    assert write_end in seen["fds"]
+    assert len(set(seen["fds"]) - {0, 1, 2, write_end}) <= 1  # the listing's own
+    assert child.exit_code == 0
+
+
+def test_a_signal_to_its_group_ends_it_and_its_status_says_so(zygote: Zygote) -> None:
+    child, lines = supervised(start_process(command("wait", str(os.getpid()))))
+    try:
+        lines.next()
+        assert child.alive()
+        child.signal(signal.SIGTERM)
+        assert child.wait(20.0)
+    finally:
+        child.kill(5.0)
+        child.release()
+    assert child.exit_code == -signal.SIGTERM
+    assert child.exit_cause() == "killed by SIGTERM"
+
+
+def test_sibling_forks_draw_different_random_numbers(zygote: Zygote) -> None:
+    seen = []
+    for _ in range(2):
+        child, lines = supervised(start_process(command("exit", "0")))
+        try:
+            seen.append(json.loads(lines.next()))
+            assert child.wait(20.0)
+        finally:
+            child.kill(5.0)
+            child.release()
+    assert seen[0]["random"] != seen[1]["random"]
+    assert seen[0]["numpy"] != seen[1]["numpy"]
+
+
+def test_a_command_it_did_not_preload_is_spawned(zygote: Zygote) -> None:
+    process = start_process([sys.executable, "-c", "pass"])
+    try:
+        assert isinstance(process, subprocess.Popen)
+    finally:
+        process.wait(20.0)
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def test_when_the_zygote_is_gone_processes_are_spawned_and_the_log_says_why(
+        zygote: Zygote, caplog: pytest.LogCaptureFixture) -> None:
+    os.kill(zygote.pid, signal.SIGKILL)
+    wait_until_gone(zygote.pid, 10.0)
+    with caplog.at_level(logging.WARNING, logger="mosaic.runtime.processes.zygote_client"):
+        process = start_process(command("exit", "4"))
+    assert isinstance(process, subprocess.Popen)
+    child, _ = supervised(process)
+    try:
+        assert child.wait(20.0)
+    finally:
+        child.kill(5.0)
+        child.release()
+    assert child.exit_code == 4
+    assert "component processes start as fresh interpreters" in caplog.text
+    assert not zygote.can_run(command("exit", "0"))
+
+
+def test_a_zygote_with_a_thread_does_not_fork(process_tag: str,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")  # NumPy's BLAS then starts a thread
+    monkeypatch.chdir(ROOT)
+    threaded = Zygote([TARGET])
+    try:
+        with pytest.raises(zygote_client.ZygoteUnavailable, match="threads after its imports"):
+            threaded.fork(command("exit", "0"))
+    finally:
+        threaded.close()
+
+
+def test_forks_end_with_this_process_and_so_does_the_zygote(
+        process_tag: str, tmp_path: Path) -> None:
+    """SIGKILL the parent: the zygote and the forks (which arm their parent-death signal)
+    end, and nothing is left."""
+    script = textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {ROOT!r})
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+        from mosaic.runtime.processes.zygote_client import start_process, start_zygote
+        zygote = start_zygote([{TARGET!r}])
+        forks = [start_process([sys.executable, "-m", {TARGET!r}, "wait", str(os.getpid())])
+                 for _ in range(2)]
+        print(zygote.pid, *(fork.pid for fork in forks), flush=True)
+        for fork in forks:
+            fork.stdout.readline()
+        print("ready", flush=True)
+        import signal
+        signal.pause()
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                              cwd=ROOT, text=True)
+    pids: list[int] = []
+    try:
+        assert parent.stdout is not None
+        pids = [int(pid) for pid in parent.stdout.readline().split()]
+        assert parent.stdout.readline().strip() == "ready"
+        assert len(pids) == 3 and not any(gone(pid) for pid in pids)
+        parent.kill()
+        parent.wait(20)
+        for pid in pids:
+            wait_until_gone(pid, 10.0)
+    finally:
+        parent.kill()
+        parent.wait(20)
+        if parent.stdout is not None:
+            parent.stdout.close()
+        for pid in pids:
+            kill_if_alive(pid)
