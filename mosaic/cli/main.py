@@ -84,10 +84,11 @@ def experiment_start(file: str, store: str | None, jobs: int, ray: str | None, q
                      verbose: int, timings: str | None) -> None:
     """Run the experiment in FILE and record every step."""
     configure_logging(logging.WARNING - 10 * min(verbose, 2))
-    experiment = _load(file, store)
-    from mosaic.cli.processes import start_command_zygote
+    from mosaic.cli.processes import keep_command_zygote, start_command_zygote
 
-    start_command_zygote(experiment, ray)  # it imports while this process goes on
+    start_command_zygote(file, ray)  # it imports while this process goes on
+    experiment = _load(file, store)
+    keep_command_zygote(experiment)
     from mosaic.api.execution import execute, join_cluster, open_results
     from mosaic.api.progress import ProgressDisplay
     from mosaic.cli.report import format_run_line, format_summary, format_title
