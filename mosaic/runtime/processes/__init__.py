@@ -11,7 +11,15 @@ In the parent:
   signals to its process group, the reap);
 * :mod:`~mosaic.runtime.processes.stderr`: the stderr reader behind it;
 * :mod:`~mosaic.runtime.processes.stop`: the ordered stop, each step bounded in time: ask, EOF,
-  SIGTERM, SIGKILL.
+  SIGTERM, SIGKILL;
+* :mod:`~mosaic.runtime.processes.zygote_client`: a zygote to fork component processes from
+  (:func:`start_process`: a fork of it, or a spawn), and
+  :mod:`~mosaic.runtime.processes.adopted`: such a fork, supervised as a spawned child.
+
+In the zygote (:mod:`~mosaic.runtime.processes.zygote`): the preloaded modules, the forks,
+and what each fork becomes (its descriptors, its session, its command line:
+:mod:`~mosaic.runtime.processes.title`). The two sides speak
+:mod:`~mosaic.runtime.processes.zygote_wire`.
 
 In the child:
 
