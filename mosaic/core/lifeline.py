@@ -45,15 +45,16 @@ def arm_parent_death_signal(sig: int = signal.SIGTERM) -> bool:
     return _prctl(_PR_SET_PDEATHSIG, int(sig))
 
 
-def adopt_orphans() -> bool:
-    """Make this process the parent of its descendants whose own parent ends (Linux only).
+def adopt_orphans(adopt: bool = True) -> bool:
+    """Make this process the parent of its descendants whose own parent ends (Linux only);
+    with ``adopt=False``, no longer.
 
     An orphan is then re-parented to this process, not to init: it can be waited for with
     ``os.waitpid`` like a child started here, and its parent-death signal fires with this
     process. Orphans nobody waits for stay zombies until this process exits. Returns whether
     the kernel agreed.
     """
-    return _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    return _prctl(_PR_SET_CHILD_SUBREAPER, int(adopt))
 
 
 def process_exists(pid: int) -> bool:

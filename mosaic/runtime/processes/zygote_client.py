@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 
 #: How long a fork request waits for its reply, the zygote's imports included on a busy machine.
 FORK_REPLY_S = 20.0
+#: How long a failed zygote's last words (its stderr) are waited for, to say why it failed.
+GIVE_UP_DRAIN_S = 0.5
 #: How long a killed zygote is waited for.
 CLOSE_WAIT_S = 1.0
 
@@ -131,7 +133,7 @@ class Zygote:
             raise ZygoteUnavailable(self._broken) from None
 
     def _give_up(self, reason: str) -> None:
-        self._child.drain_stderr(0.05)
+        self._child.drain_stderr(GIVE_UP_DRAIN_S)
         tail = " | ".join(self._child.stderr_lines()[-3:])
         cause = self._child.exit_cause()
         self._broken = (f"zygote {self.pid}: {reason}" + (f" ({cause})" if cause else "")
@@ -142,7 +144,8 @@ class Zygote:
         self._child.release()
 
     def close(self) -> None:
-        """End the zygote now (it holds nothing to save: SIGKILL), and reap it.
+        """End the zygote now (it holds nothing to save: SIGKILL), and reap it; orphans are
+        no longer adopted here.
 
         Its forks are not its children: they live on with this process. Idempotent.
         """
@@ -152,6 +155,7 @@ class Zygote:
                 self._socket.close()
                 self._child.kill(CLOSE_WAIT_S)
                 self._child.release()
+                adopt_orphans(False)
 
 
 def _discard(stdout: IO[bytes]) -> None:
