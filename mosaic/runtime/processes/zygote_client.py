@@ -123,16 +123,15 @@ class Zygote:
         try:
             socket.send_fds(self._socket, [request.encode()], fds)
             reply = self._socket.recv(4096)
-            if not reply:
-                raise ZygoteUnavailable("it ended")
-            return decode_reply(reply)
-        except (OSError, WireError, ZygoteUnavailable) as error:
-            self._give_up(f"{type(error).__name__}: {error}" if not isinstance(
-                error, ZygoteUnavailable) else str(error))
-            assert self._broken is not None
-            raise ZygoteUnavailable(self._broken) from None
+            if reply:
+                return decode_reply(reply)
+            reason = "it ended"
+        except (OSError, WireError) as error:  # a timeout is an OSError too
+            reason = f"{type(error).__name__}: {error}"
+        raise ZygoteUnavailable(self._give_up(reason))
 
-    def _give_up(self, reason: str) -> None:
+    def _give_up(self, reason: str) -> str:
+        """Kill the zygote for ``reason``, say so in the log, and return what was said."""
         self._child.drain_stderr(GIVE_UP_DRAIN_S)
         tail = " | ".join(self._child.stderr_lines()[-3:])
         cause = self._child.exit_cause()
@@ -142,6 +141,7 @@ class Zygote:
         self._socket.close()
         self._child.kill(CLOSE_WAIT_S)
         self._child.release()
+        return self._broken
 
     def close(self) -> None:
         """End the zygote now (it holds nothing to save: SIGKILL), and reap it; orphans are
