@@ -21,7 +21,6 @@ seeds, and runs ``MODULE`` as ``__main__``, as ``python -m`` would; it exits as 
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import fcntl
 import gc
@@ -30,13 +29,13 @@ import os
 import runpy
 import socket
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
+from mosaic.core.process_exit import exit_process, exit_status
 from mosaic.runtime.processes.parent import die_with_parent
 from mosaic.runtime.processes.title import set_command_line
 from mosaic.runtime.processes.zygote_wire import (
@@ -60,7 +59,8 @@ class Fork:
     first_parent: int
 
     def run(self) -> NoReturn:
-        """Become the requested command, run it, and exit as it does (see :func:`_exit`)."""
+        """Become the requested command, run it, and exit as it does, without the teardown
+        (see :func:`~mosaic.core.process_exit.exit_process`)."""
         os.setsid()
         deadline = time.monotonic() + ADOPTION_WAIT_S
         while os.getppid() == self.first_parent and time.monotonic() < deadline:
@@ -77,11 +77,13 @@ class Fork:
             runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
             status = 0
         except SystemExit as stop:
-            status = _exit_status(stop)
+            status = exit_status(stop)
         except BaseException:
             sys.excepthook(*sys.exc_info())
             status = 1
-        _exit(status)
+        # Without the teardown: freeing the zygote's objects would write to every page the
+        # fork shares with it (copy-on-write), a few tenths of a second of CPU for nothing.
+        exit_process(status)
 
     def _take_descriptors(self) -> None:
         targets = self.request.fds
@@ -100,36 +102,6 @@ class Fork:
             if int(name) not in keep:
                 with contextlib.suppress(OSError):
                     os.close(int(name))
-
-
-def _exit_status(stop: SystemExit) -> int:
-    """The status the interpreter gives for ``stop``: None is 0, an int itself, else 1 (and
-    the value on stderr)."""
-    if stop.code is None:
-        return 0
-    if isinstance(stop.code, int):
-        return stop.code & 0xFF
-    print(stop.code, file=sys.stderr)
-    return 1
-
-
-def _exit(status: int) -> NoReturn:
-    """End a fork as a normal exit would, without the interpreter's teardown.
-
-    Non-daemon threads are joined, the ``atexit`` handlers run and stdout and stderr are
-    flushed; but the modules are not torn down: freeing the zygote's objects would write to
-    every page the fork shares with it (copy-on-write), a few tenths of a second of CPU for
-    nothing.
-    """
-    current = threading.current_thread()
-    for thread in threading.enumerate():
-        if thread is not current and not thread.daemon:
-            thread.join()
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
-    os._exit(status)
 
 
 def _reseed() -> None:
