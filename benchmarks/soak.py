@@ -197,6 +197,8 @@ def role(pid: int, root: int) -> str:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
     except OSError:
         return UNSETTLED
+    if "mosaic.runtime.processes.zygote" in argv:
+        return "zygote"  # the command's fork server, which starts the component processes
     if "mosaic.runtime.process_main" in argv:
         at = argv.index("mosaic.runtime.process_main")
         return " ".join(argv[at + 1:at + 3])

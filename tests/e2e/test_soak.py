@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
 CI_STEPS = 20_000
 # A short run settles in less time than the full one is given; 10% of 20,000 steps is ~1.5 s.
 MIN_WARMUP_S = 3.0
-EXPECTED_ROLES = {"mosaic experiment-start", "environment rps", "muscle alice@rps",
+EXPECTED_ROLES = {"mosaic experiment-start", "zygote", "environment rps", "muscle alice@rps",
                   "muscle bob@rps"}
 
 
@@ -42,7 +42,8 @@ def test_a_short_soak_keeps_memory_descriptors_and_steps(tmp_path: Path,
     result = soak.soak(CI_STEPS, min_warmup_s=MIN_WARMUP_S, timeout=45, folder=tmp_path)
     table = soak.format_result(result)
     assert result.ok, f"{table}\n{result.stderr_tail}"
-    # Every process was watched: the mosaic process, the environment and both muscles.
+    # Every process was watched: the mosaic process, its zygote, the environment and both
+    # muscles.
     assert {p.role for p in result.processes} == EXPECTED_ROLES, table
     assert result.samples_after_warmup >= 10, table
     assert result.run_steps == CI_STEPS
