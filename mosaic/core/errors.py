@@ -7,6 +7,7 @@ whole family with one clause. Messages say what went wrong and what to do about 
 from __future__ import annotations
 
 __all__ = [
+    "CallAbandoned",
     "CodecError",
     "ComponentDied",
     "ConfigError",
@@ -145,6 +146,11 @@ class ComponentHung(ComponentDied):
     def __init__(self, component: str, cause: str) -> None:
         super().__init__(component, cause)
         self.args = (f"{component} {cause}",)
+
+
+class CallAbandoned(TransportError):
+    """A direct call into a component (see mosaic.runtime.direct) came back after its watchdog
+    had given up on it and ended the caller's part in the run: the answer is of no use."""
 
 
 class RunCancelled(MosaicError):

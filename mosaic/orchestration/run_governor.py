@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from mosaic.conductors.agent_conductor import AgentConductor
 from mosaic.conductors.environment_conductor import EnvironmentConductor
@@ -126,13 +127,15 @@ class RunGovernor(Component):
         if self.machine.state in (RunState.SETTING_UP, RunState.RUNNING):
             self.machine.transition(RunState.STOPPING, f"shutdown requested: {request.reason}")
         killed: list[str] = []
-        if self._simulation is not None and self._orchestration[0].alive():
+        # A controller held in a call given up on (mosaic.runtime.watchdog) answers nothing:
+        # its parts are stopped below without it.
+        if self._simulation is not None and self._orchestration[0].failure() is None:
             components = len(ctx.supervisor.placed()) + 2
             try:
                 answer = self._simulation.request(
                     SimulationStopRequest(ctx.run_uid, request.reason),
                     SimulationStopResponse,
-                    ctx.timeouts.shutdown * components)
+                    ctx.timeouts.shutdown * components, _serving(self._orchestration[0]))
                 killed.extend(answer.killed)
             except MosaicError as error:
                 log.error("simulation controller did not stop: %s", error)
@@ -179,3 +182,12 @@ class RunGovernor(Component):
         for placed in reversed(self._orchestration):
             if placed.alive():
                 placed.stop(self.ctx.timeouts.shutdown)
+
+
+def _serving(placed: Placed) -> Callable[[], None]:
+    """A check that raises once ``placed`` no longer serves (it ended, or it is stuck)."""
+    def check() -> None:
+        cause = placed.failure()
+        if cause is not None:
+            raise MosaicError(f"{placed.describe()} no longer serves: {cause}")
+    return check

@@ -18,7 +18,13 @@ import numpy as np
 from mosaic.conductors.run_context import RunContext
 from mosaic.conductors.shutdown_clock import ShutdownClock
 from mosaic.core.batching import row
-from mosaic.core.errors import MosaicError, RemoteError, RequestTimeout, RunCancelled
+from mosaic.core.errors import (
+    CallAbandoned,
+    MosaicError,
+    RemoteError,
+    RequestTimeout,
+    RunCancelled,
+)
 from mosaic.core.seeding import (
     brain_seed,
     environment_seed,
@@ -69,6 +75,7 @@ from mosaic.messages import (
     names,
 )
 from mosaic.messages.codec import pack
+from mosaic.orchestration.part_links import PartLinks
 from mosaic.orchestration.termination import Termination
 from mosaic.runtime.component import Component, handles
 from mosaic.transport import RequestClient
@@ -230,6 +237,7 @@ class SimulationController(Component):
         self._digest = _chained(self._chain)
         self._termination = Termination.from_spec(config.termination)
         self._next_supervision = 0.0
+        self._links = PartLinks(self, ctx, self._given_up)
 
     # -- set-up ---------------------------------------------------------------------------
     @handles(SimulationStartRequest)
@@ -270,7 +278,7 @@ class SimulationController(Component):
         for index, (env, correlation_id) in enumerate(placing):
             setup = environment_conductor.receive(correlation_id, timeout,
                                                   EnvironmentSetupResponse, check)
-            client = self.connect(setup.endpoint, peer=f"environment {env.uid!r}")
+            client = self._links.link(env.uid, setup.endpoint, f"environment {env.uid!r}")
             starting.append((index, env, client, client.send(
                 EnvironmentStartRequest(env.uid, env.env, env.params,
                                         environment_seed(seed, index), env.copies,
@@ -327,7 +335,8 @@ class SimulationController(Component):
             loop = next(lp for lp in self._loops if lp.uid == muscles[muscle_uid].environment)
             sensed = frozenset(s.uid for s in muscles[muscle_uid].sensors)
             loop.muscles.append(_MuscleLink(
-                muscle_uid, agent, self.connect(endpoint, peer=f"muscle {muscle_uid!r}"), sensed))
+                muscle_uid, agent, self._links.link(muscle_uid, endpoint, f"muscle {muscle_uid!r}"),
+                sensed))
 
     def _muscle_plans(self, agent_uid: str, agent_index: int) -> dict[str, MusclePlan]:
         """The agent's muscles: one per environment where the policy mapping gives it slots."""
@@ -368,6 +377,8 @@ class SimulationController(Component):
                 self._advance(active, deadline)
                 if time.perf_counter() >= deadline:
                     return
+        except CallAbandoned:
+            return  # the watchdog has ended the run's loop in this thread's place (_given_up)
         except RunCancelled:
             self._finish("cancelled", None)
         except BaseException as error:  # user code here (a termination condition) may sys.exit()
@@ -375,6 +386,17 @@ class SimulationController(Component):
             self._finish("failed", describe(error))
         finally:
             self._hand_over_rows()
+
+    def _given_up(self, error: BaseException) -> None:
+        """What do_work does when a wait fails, done in the watchdog's thread for this one,
+        which is held in a direct call given up on (see mosaic.orchestration.part_links): it
+        does nothing more, and the governor stops the run's parts without it."""
+        self.stuck = f"is held in a call given up on ({describe(error)})"
+        self._hand_over_rows()
+        if isinstance(error, RunCancelled):
+            self._finish("cancelled", None)
+        else:
+            self._finish("failed", describe(error))
 
     def _advance(self, loops: list[_EnvironmentLoop | _VectorLoop], deadline: float) -> None:
         """Rounds of ``loops`` until ``deadline``: in each, one step (or reset) of every loop.
@@ -793,6 +815,9 @@ class SimulationController(Component):
         except (MosaicError, RemoteError) as error:
             log.warning("%s did not shut down cleanly: %s", client.peer, error)
             return None
+
+    def on_shutdown(self) -> None:
+        self._links.close()
 
 
 def _chained(chain: str) -> hashlib.blake2b:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import logging
+import threading
+import traceback
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
@@ -15,6 +17,7 @@ from mosaic.transport import Credentials, RequestClient
 log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=Message)
+C = TypeVar("C", bound=RequestClient)
 HandlerFn = Callable[[Any, Any], Response | None]
 
 
@@ -51,6 +54,12 @@ class Component:
     A handler that raises is answered with an :class:`ErrorResponse` to the sender and logged;
     the component keeps running.
 
+    **One at a time.** ``lock`` is held while a handler, a chunk of work or the shutdown runs,
+    by the host in the actor's thread and by whoever calls the component directly from another
+    thread of the process (:mod:`mosaic.runtime.direct`): the component never runs in two
+    threads at once. ``stuck`` says why the component's thread no longer serves, when a direct
+    call it made was given up on by its watchdog (``None`` otherwise).
+
     **Trust.** ``credentials`` are the run's secrets: the host's server demands them of every
     peer, and :meth:`connect` proves them to others. Past the handshake, :meth:`accepts` says
     whether a request may come from a given sender (a component takes its control requests from
@@ -75,6 +84,8 @@ class Component:
         self.credentials: Credentials | None = None
         self.allowed_imports: frozenset[str] | None = None
         self.stop_requested = False
+        self.lock = threading.Lock()
+        self.stuck: str | None = None
         self._clients: list[RequestClient] = []
         self._stop_pending: Callable[[], bool] = lambda: False
         #: Bounds the log of messages nobody handles: anyone who reaches the endpoint can send them.
@@ -127,7 +138,11 @@ class Component:
 
         It proves the run's credentials and names this component as its sender.
         """
-        client = RequestClient(endpoint, peer=peer, credentials=self.credentials, sender=self.uid)
+        return self.adopt(RequestClient(endpoint, peer=peer, credentials=self.credentials,
+                                        sender=self.uid))
+
+    def adopt(self, client: C) -> C:
+        """Keep ``client`` (made in this actor's thread) to close it at shutdown; return it."""
         self._clients.append(client)
         return client
 
@@ -162,6 +177,18 @@ class Component:
             log.warning("%s: refused %s from %s", self.uid, tag, who)
         return ErrorResponse(request=tag, error_type="WrongSender",
                              error=f"{self.uid} does not take {tag} from {who}")
+
+    def error_answer(self, message: Message, error: Exception) -> ErrorResponse:
+        """The answer to ``message`` whose handler raised ``error``, logged: a warning for a
+        refusal (a :class:`MosaicError`), an error otherwise (its traceback at DEBUG)."""
+        what = type(message).__name__
+        if isinstance(error, MosaicError):
+            log.warning("%s: %s failed: %s", self.uid, what, error)
+        else:
+            log.error("%s: %s failed: %s: %s (log level DEBUG shows the traceback)",
+                      self.uid, what, type(error).__name__, error)
+            log.debug("%s: %s failed:\n%s", self.uid, what, traceback.format_exc())
+        return ErrorResponse(request=what, error_type=type(error).__name__, error=str(error))
 
 
 def make_component(path: str, uid: str) -> Component:

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import traceback
 from typing import Any
 
 import pykka
 
 from mosaic.core.affinity import pin_current_thread
-from mosaic.core.errors import MosaicError
-from mosaic.messages import ErrorResponse, Message, Request, Response
+from mosaic.messages import Message, Request, Response
 from mosaic.runtime.component import Component
 from mosaic.transport import RequestServer, sender_of
 
@@ -131,7 +129,8 @@ class ActorHost(pykka.ThreadingActor):
             # shuts down what the next chunk would talk to).
             if busy and component.has_work() and not component.stop_requested:
                 try:
-                    component.do_work()
+                    with component.lock:
+                        component.do_work()
                 except Exception as error:
                     self.status.failure = f"{type(error).__name__}: {error}"
                     raise
@@ -143,17 +142,11 @@ class ActorHost(pykka.ThreadingActor):
     def _handle(self, message: Message, sender: str | None) -> Response | None:
         """The component's answer to ``message``; a refusal or a failure becomes an error reply."""
         component = self.component
-        what = type(message).__name__
-        try:
-            return component.dispatch(message, sender)
-        except Exception as error:  # a handler failure goes back to its sender
-            if isinstance(error, MosaicError):
-                log.warning("%s: %s failed: %s", component.uid, what, error)
-            else:
-                log.error("%s: %s failed: %s: %s (log level DEBUG shows the traceback)",
-                          component.uid, what, type(error).__name__, error)
-                log.debug("%s: %s failed:\n%s", component.uid, what, traceback.format_exc())
-            return ErrorResponse(request=what, error_type=type(error).__name__, error=str(error))
+        with component.lock:  # a direct caller in another thread takes turns with this loop
+            try:
+                return component.dispatch(message, sender)
+            except Exception as error:  # a handler failure goes back to its sender
+                return component.error_answer(message, error)
 
     def on_stop(self) -> None:
         self._shutdown()
@@ -168,14 +161,18 @@ class ActorHost(pykka.ThreadingActor):
         if self._shut_down:
             return
         self._shut_down = True
-        try:
-            self.component.on_shutdown()
-        except Exception:
-            log.exception("%s: on_shutdown failed", self.component.uid)
-        finally:
-            self.component.unhandled_log.flush(force=True)
-            self.component.refused_log.flush(force=True)
-            self.component.close_clients()
-            if self._server is not None:
-                self._server.close()
-            self.status.stopped.set()
+        component = self.component
+        # Not while a direct caller is inside the component; and once stopped is set, under the
+        # lock, no direct call gets in any more.
+        with component.lock:
+            try:
+                component.on_shutdown()
+            except Exception:
+                log.exception("%s: on_shutdown failed", component.uid)
+            finally:
+                component.unhandled_log.flush(force=True)
+                component.refused_log.flush(force=True)
+                component.close_clients()
+                if self._server is not None:
+                    self._server.close()
+                self.status.stopped.set()

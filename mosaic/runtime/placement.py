@@ -108,7 +108,12 @@ def _wait_bound(status: HostStatus, what: str, timeout: float, check: Check | No
 
 
 class ThreadPlaced(Placed):
-    """A component in a pykka actor thread of this process."""
+    """A component in a pykka actor thread of this process.
+
+    Its thread no longer serves once it has ended, or once it is stuck in a direct call that
+    its watchdog gave up on (see :mod:`mosaic.runtime.watchdog`): then :meth:`failure` says so
+    and :meth:`stop` does not wait for it.
+    """
 
     placement: PlacementKind = "thread"
 
@@ -116,6 +121,7 @@ class ThreadPlaced(Placed):
                  timeout: float = 30.0, check: Check | None = None) -> None:
         self.uid = component.uid
         self.kind = kind
+        self.component = component
         self.status = HostStatus()
         self._ref = ActorHost.start(component, endpoint, self.status, cpu)
         _wait_bound(self.status, self.describe(), timeout, check, self.exit_cause)
@@ -129,6 +135,9 @@ class ThreadPlaced(Placed):
         if not self.status.stopped.is_set():
             return None
         return self.status.failure or "stopped"
+
+    def failure(self) -> str | None:
+        return self.exit_cause() or self.component.stuck
 
     def ended_in_order(self) -> bool:
         return self.status.stopped.is_set() and self.status.failure is None
@@ -144,6 +153,8 @@ class ThreadPlaced(Placed):
         if self.wait(0):
             return True
         self._ref.stop(block=False)
+        if self.component.stuck is not None:
+            return False  # its thread is held in a call given up on: it cannot stop now
         return self.wait(timeout)
 
 

@@ -1,0 +1,137 @@
+"""Copies of values as the codec would deliver them, without encoding them.
+
+A message between two components in one process can skip the wire (see
+:mod:`mosaic.runtime.direct`), but not the isolation the wire gives: what the receiver gets must
+share nothing mutable with what the sender keeps, or a user's muscle that scales an observation
+in place would change the controller's record of the step. :func:`detached` makes that copy at
+a fraction of the cost of ``unpack(pack(value))``, and gives the same value.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from mosaic.messages._base import _REGISTRY, _Typed, schema
+from mosaic.messages.codec import pack, unpack
+
+__all__ = ["detached"]
+
+_Copier = Callable[[Any], Any]
+_LOW, _HIGH = -(1 << 63), 1 << 64
+
+
+def detached(value: Any) -> Any:
+    """A copy of ``value`` that shares nothing mutable with it, equal to ``unpack(pack(value))``.
+
+    Types are kept exactly as the codec keeps them: arrays are copied (Fortran layout kept,
+    anything else in C order, writable), containers and registered records and messages are
+    rebuilt around copies of their contents, immutable values are shared. Whatever the common
+    cases above do not cover (object or structured arrays, tuple keys, big integers, bytearray)
+    takes the codec's own round trip. Raises :class:`~mosaic.core.errors.CodecError` for a
+    value the codec cannot carry. Thread-safe.
+    """
+    kind = type(value)
+    copier = _COPIERS.get(kind)
+    if copier is None:
+        copier = _resolve(kind)
+    return copier(value)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _round_trip(value: Any) -> Any:
+    return unpack(pack(value))
+
+
+def _int(value: int) -> int:
+    return value if _LOW <= value < _HIGH else _round_trip(value)
+
+
+def _dict(value: dict[Any, Any]) -> dict[Any, Any]:
+    copies = _COPIERS
+    out = {}
+    for key, item in value.items():
+        if type(key) not in _PLAIN_KEYS:
+            return _round_trip(value)  # type: ignore[no-any-return]
+        copier = copies.get(type(item))
+        out[key] = copier(item) if copier is not None else detached(item)
+    return out
+
+
+def _list(value: list[Any]) -> list[Any]:
+    return [detached(item) for item in value]
+
+
+def _tuple(value: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple([detached(item) for item in value])
+
+
+def _array(value: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    if value.dtype.hasobject:
+        return _round_trip(value)  # type: ignore[no-any-return]
+    return value.copy(order="A")
+
+
+def _immutable(annotation: Any) -> bool:
+    """True if every value that fits ``annotation`` is immutable: a field of such a type is
+    shared, not copied (validation at construction holds the field to it)."""
+    if annotation in _SCALARS:
+        return True
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is tuple:
+        return all(arg is Ellipsis or _immutable(arg) for arg in args)
+    if origin in (typing.Union, types.UnionType):
+        return all(_immutable(arg) for arg in args)
+    return False
+
+
+def _typed_copier(kind: type) -> _Copier:
+    """``value -> copy`` for registered class ``kind``, generated once (as dataclasses does
+    for ``__init__``): the copy is rebuilt without validation, every field being a copy of a
+    validated one, or the same immutable value."""
+    hints = typing.get_type_hints(kind)
+    lines = ["def copy_typed(value):", "    out = new(kind)"]
+    for name in schema(kind).names:
+        read = f"value.{name}" if _immutable(hints[name]) else f"detached(value.{name})"
+        lines.append(f"    set_field(out, {name!r}, {read})")
+    lines.append("    return out")
+    namespace: dict[str, Any] = {"new": object.__new__, "set_field": object.__setattr__,
+                                 "kind": kind, "detached": detached}
+    exec(compile("\n".join(lines), f"<mosaic copy {kind.__qualname__}>", "exec"), namespace)
+    copier: _Copier = namespace["copy_typed"]
+    return copier
+
+
+def _resolve(kind: type) -> _Copier:
+    copier: _Copier
+    if issubclass(kind, np.generic) and not issubclass(kind, np.void):
+        copier = _same  # NumPy scalars are immutable (a structured one is not: the codec's)
+    elif issubclass(kind, _Typed) and _REGISTRY.get(kind.__name__) is kind:
+        copier = _typed_copier(kind)
+    else:
+        copier = _round_trip  # the codec's copy, or its CodecError
+    _COPIERS[kind] = copier
+    return copier
+
+
+_SCALARS = frozenset({bool, int, float, str, bytes, type(None)})
+_PLAIN_KEYS = frozenset({str, int, bytes, bool, float, type(None)})
+_COPIERS: dict[type, _Copier] = {
+    type(None): _same,
+    bool: _same,
+    float: _same,
+    str: _same,
+    bytes: _same,
+    int: _int,
+    dict: _dict,
+    list: _list,
+    tuple: _tuple,
+    np.ndarray: _array,
+}

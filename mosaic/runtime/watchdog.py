@@ -1,0 +1,114 @@
+"""A watchdog over the direct calls of one thread: it gives up on a call that overruns.
+
+A call into another component's code in the caller's own thread (see
+:mod:`mosaic.runtime.direct`) cannot be interrupted: a user's environment that hangs holds the
+caller with it. What the caller would have done after a timeout over a socket (fail its run
+naming the part), or after a cancel, a thread of the watchdog's does in its place, while the
+caller stays frozen in the call; when the call comes back at last, it raises
+:class:`~mosaic.core.errors.CallAbandoned` in the caller, which must then do nothing more.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from mosaic.core.errors import CallAbandoned, RequestTimeout
+
+log = logging.getLogger(__name__)
+
+#: How often the watchdog looks at the call under way; a call younger than this is not looked
+#: at (a socket's wait runs its check after this long without an answer too).
+CHECK_INTERVAL_S = 0.1
+
+Check = Callable[[], None]
+
+
+class _Call:
+    __slots__ = ("check", "deadline", "peer", "started", "timeout")
+
+    def __init__(self, peer: str, timeout: float, check: Check | None) -> None:
+        self.peer = peer
+        self.timeout = timeout
+        self.check = check
+        self.started = time.monotonic()
+        self.deadline = self.started + timeout
+
+
+class Watchdog:
+    """Watches the calls one thread makes, one at a time, with :meth:`begin` and :meth:`end`.
+
+    Every :data:`CHECK_INTERVAL_S` its thread looks at the call under way, if it has run that
+    long: it runs the call's ``check`` (which raises to end the wait: a cancelled run, a part
+    that died) and, past the call's ``timeout``, takes :class:`RequestTimeout` (``"<peer> did
+    not answer within <timeout> s"``, as a socket's wait says). Either error gives the call up:
+    ``give_up(error)`` runs in the watchdog's thread, in the caller's place (the caller, held
+    in the call, cannot run meanwhile: its :meth:`end` waits for ``give_up`` to finish, then
+    raises :class:`CallAbandoned`). After that the watchdog's work is done and its thread ends.
+
+    The thread starts with the first call and ends at :meth:`close`. ``name`` names it.
+    """
+
+    def __init__(self, name: str, give_up: Callable[[BaseException], None]) -> None:
+        self.name = name
+        self._give_up = give_up
+        self._lock = threading.Lock()
+        self._call: _Call | None = None
+        self._abandoned = False
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def begin(self, peer: str, timeout: float, check: Check | None) -> None:
+        """A call to ``peer`` starts, allowed ``timeout`` s, with ``check`` run while it lasts.
+
+        Raises :class:`CallAbandoned` if an earlier call was given up on.
+        """
+        if self._thread is None:
+            self._start()
+        call = _Call(peer, timeout, check)
+        with self._lock:
+            if self._abandoned:
+                raise CallAbandoned(f"{self.name} was given up on: it makes no more calls")
+            self._call = call
+
+    def end(self) -> None:
+        """The call under way has ended; raises :class:`CallAbandoned` if it was given up on
+        (after the watchdog has done what the caller would have)."""
+        with self._lock:
+            self._call = None
+            if self._abandoned:
+                raise CallAbandoned(f"a call of {self.name} came back after it was given up on")
+
+    def close(self) -> None:
+        """Stop watching; the thread ends within :data:`CHECK_INTERVAL_S`. Idempotent."""
+        self._closed.set()
+
+    def _start(self) -> None:
+        self._thread = threading.Thread(target=self._watch, name=f"watchdog of {self.name}",
+                                        daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._closed.wait(CHECK_INTERVAL_S):
+            call = self._call
+            if call is None or time.monotonic() - call.started < CHECK_INTERVAL_S:
+                continue
+            try:
+                if call.check is not None:
+                    call.check()
+                if time.monotonic() >= call.deadline:
+                    raise RequestTimeout(f"{call.peer} did not answer within {call.timeout:g} s")
+            except BaseException as error:  # whatever the check raises ends the wait
+                with self._lock:
+                    if self._call is not call:
+                        continue  # it came back meanwhile: the caller carries on
+                    self._abandoned = True
+                    log.debug("%s: gave up on a call to %s: %s", self.name, call.peer, error)
+                    try:
+                        self._give_up(error)
+                    except Exception:
+                        log.exception("%s: giving up on a call to %s failed", self.name,
+                                      call.peer)
+                return
