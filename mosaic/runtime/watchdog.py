@@ -22,12 +22,15 @@ log = logging.getLogger(__name__)
 #: How often the watchdog looks at the call under way; a call younger than this is not looked
 #: at (a socket's wait runs its check after this long without an answer too).
 CHECK_INTERVAL_S = 0.1
+#: How long a call may still take to come back once its check has raised: a step that is only
+#: slow when the run is cancelled should end, and the run's shutdown go, in order.
+GRACE_S = 0.25
 
 Check = Callable[[], None]
 
 
 class _Call:
-    __slots__ = ("check", "deadline", "peer", "started", "timeout")
+    __slots__ = ("check", "deadline", "grace", "peer", "started", "timeout")
 
     def __init__(self, peer: str, timeout: float, check: Check | None) -> None:
         self.peer = peer
@@ -35,6 +38,7 @@ class _Call:
         self.check = check
         self.started = time.monotonic()
         self.deadline = self.started + timeout
+        self.grace: float | None = None  # when the call's time is up after its check raised
 
 
 class Watchdog:
@@ -43,7 +47,9 @@ class Watchdog:
     Every :data:`CHECK_INTERVAL_S` its thread looks at the call under way, if it has run that
     long: it runs the call's ``check`` (which raises to end the wait: a cancelled run, a part
     that died) and, past the call's ``timeout``, takes :class:`RequestTimeout` (``"<peer> did
-    not answer within <timeout> s"``, as a socket's wait says). Either error gives the call up:
+    not answer within <timeout> s"``, as a socket's wait says). A timeout gives the call up at
+    once; the check's error when the call has not come back :data:`GRACE_S` later (the caller
+    learns of a cancel or a death by its own ways when it does). Giving up:
     ``give_up(error)`` runs in the watchdog's thread, in the caller's place (the caller, held
     in the call, cannot run meanwhile: its :meth:`end` waits for ``give_up`` to finish, then
     raises :class:`CallAbandoned`). After that the watchdog's work is done and its thread ends.
@@ -93,22 +99,37 @@ class Watchdog:
     def _watch(self) -> None:
         while not self._closed.wait(CHECK_INTERVAL_S):
             call = self._call
-            if call is None or time.monotonic() - call.started < CHECK_INTERVAL_S:
+            now = time.monotonic()
+            if call is None or now - call.started < CHECK_INTERVAL_S:
                 continue
-            try:
-                if call.check is not None:
-                    call.check()
-                if time.monotonic() >= call.deadline:
-                    raise RequestTimeout(f"{call.peer} did not answer within {call.timeout:g} s")
-            except BaseException as error:  # whatever the check raises ends the wait
-                with self._lock:
-                    if self._call is not call:
-                        continue  # it came back meanwhile: the caller carries on
-                    self._abandoned = True
-                    log.debug("%s: gave up on a call to %s: %s", self.name, call.peer, error)
-                    try:
-                        self._give_up(error)
-                    except Exception:
-                        log.exception("%s: giving up on a call to %s failed", self.name,
-                                      call.peer)
+            error = _verdict(call, now)
+            if error is not None and self._abandon(call, error):
                 return
+
+    def _abandon(self, call: _Call, error: BaseException) -> bool:
+        """Give ``call`` up with ``error`` unless it came back meanwhile; True if it was."""
+        with self._lock:
+            if self._call is not call:
+                return False  # it came back: the caller carries on
+            self._abandoned = True
+            log.debug("%s: gave up on a call to %s: %s", self.name, call.peer, error)
+            try:
+                self._give_up(error)
+            except Exception:
+                log.exception("%s: giving up on a call to %s failed", self.name, call.peer)
+        return True
+
+
+def _verdict(call: _Call, now: float) -> BaseException | None:
+    """The error to give ``call`` up with now, or None to let it go on."""
+    if now >= call.deadline:
+        return RequestTimeout(f"{call.peer} did not answer within {call.timeout:g} s")
+    if call.check is None:
+        return None
+    try:
+        call.check()
+    except BaseException as error:  # whatever the check raises ends the wait, after the grace
+        if call.grace is None:
+            call.grace = now + GRACE_S
+        return error if now >= call.grace else None
+    return None

@@ -28,7 +28,7 @@ from mosaic.messages import (
 from mosaic.runtime.component import Component, handles
 from mosaic.runtime.direct import DirectClient
 from mosaic.runtime.placement import ThreadPlaced
-from mosaic.runtime.watchdog import CHECK_INTERVAL_S, Watchdog
+from mosaic.runtime.watchdog import CHECK_INTERVAL_S, GRACE_S, Watchdog
 from mosaic.transport import RequestClient
 
 pytestmark = pytest.mark.timeout(60)
@@ -229,6 +229,23 @@ def test_a_call_whose_check_raises_is_given_up_with_that_error(probe):
     component.release.set()
     caller.join(5)
     assert isinstance(outcome[0], CallAbandoned)
+
+
+def test_a_call_that_comes_back_soon_after_its_check_raised_is_not_given_up(probe):
+    """A step that is only slow when the run is cancelled ends in order: the watchdog gives it
+    GRACE_S to come back, and the caller learns of the cancel by its own ways."""
+    component, _, client, given_up = probe
+    component.mode = "hold"
+
+    def check() -> None:
+        component.release.set()  # the call comes back as soon as its check has raised
+        raise RunCancelled("cancelled")
+
+    answer = update(client, 60, check)
+    assert (answer.observations["a"] == 0).all()
+    time.sleep(GRACE_S + 2 * CHECK_INTERVAL_S)
+    assert not given_up.errors
+    update(client)
 
 
 def test_calls_that_come_back_in_time_are_never_given_up(probe):
