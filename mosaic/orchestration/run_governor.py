@@ -138,7 +138,10 @@ class RunGovernor(Component):
                     ctx.timeouts.shutdown * components, _serving(self._orchestration[0]))
                 killed.extend(answer.killed)
             except MosaicError as error:
-                log.error("simulation controller did not stop: %s", error)
+                if self._orchestration[0].failure() is None:
+                    log.error("simulation controller did not stop: %s", error)
+                else:  # the run already says why (the part it waited on, or the cancel)
+                    log.warning("%s; its parts are stopped without it", error)
                 # A run whose orderly shutdown failed may have lost what shutdown saves
                 # (checkpoints, the last steps): it did not finish.
                 if self._outcome is not None and self._outcome[0] is RunState.FINISHED:
