@@ -188,9 +188,10 @@ class RunGovernor(Component):
 
 
 def _serving(placed: Placed) -> Callable[[], None]:
-    """A check that raises once ``placed`` no longer serves (it ended, or it is stuck)."""
+    """A check that raises once ``placed`` is stuck: alive, but no longer serving (held in a
+    call given up on). One that ended has sent its answer, if it had one."""
     def check() -> None:
         cause = placed.failure()
-        if cause is not None:
+        if cause is not None and placed.alive():
             raise MosaicError(f"{placed.describe()} no longer serves: {cause}")
     return check
