@@ -28,6 +28,11 @@ class RunRecords(Protocol):
     """Where a run's records go: the store writer (:class:`~mosaic.store.StoreWriter`), or, for
     a run on a Ray node, the relay to the command that holds it. No method blocks."""
 
+    @property
+    def queued(self) -> int:
+        """How many calls are enqueued and not yet taken up: how far behind the writer is."""
+        ...
+
     def record_steps(self, rows: Sequence[tuple[Any, ...]]) -> None: ...
 
     def record_metrics(self, rows: Sequence[tuple[Any, ...]]) -> None: ...

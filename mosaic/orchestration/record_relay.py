@@ -97,6 +97,10 @@ class RecordRelay:
         self.lost: str | None = None
 
     # -- the writer's interface (see RunRecords) ----------------------------------------------
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
     def record_steps(self, rows: Sequence[tuple[Any, ...]]) -> None:
         self._queue.append(("steps", (list(rows),)))
 

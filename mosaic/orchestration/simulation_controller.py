@@ -87,6 +87,10 @@ WORK_CHUNK_S = 0.005
 #: How often the loop checks that every component of the run is alive, also those it is not
 #: waiting on (a brain that died between updates, say).
 SUPERVISION_S = 0.5
+#: How many calls (batches of steps, episodes) the store may be behind before the loop waits
+#: for it: a loop faster than the database (parts in threads, every step recorded) would
+#: otherwise grow memory without end, and make the end of a run (Ctrl-C) wait for the backlog.
+STORE_BACKLOG = 1000
 
 
 def describe(error: BaseException) -> str:
@@ -363,6 +367,10 @@ class SimulationController(Component):
         return self._running
 
     def do_work(self) -> None:
+        store = self.ctx.store
+        if store is not None and store.queued > STORE_BACKLOG:
+            time.sleep(WORK_CHUNK_S)  # the writer's turn; control messages are seen meanwhile
+            return
         now = time.perf_counter()
         deadline = now + WORK_CHUNK_S
         try:
