@@ -127,6 +127,10 @@ class TreeSampler:
         """CPU seconds of the tree at wall-clock time ``when``, interpolated between samples."""
         times = [t for t, _ in self.samples]
         index = bisect.bisect_left(times, when)
+        if index == len(times) and times and when - times[-1] <= 2 * SAMPLE_S:
+            # A command that exits right after its last step leaves no sample after it: its
+            # last sample, at most two intervals earlier, stands for it.
+            return self.samples[-1][1]
         if index == 0 or index == len(times):
             raise SystemExit("the sampler did not cover the stepping phase; run longer")
         (t0, c0), (t1, c1) = self.samples[index - 1], self.samples[index]
