@@ -34,6 +34,10 @@ def start_mosaic(*args: str, **env: str) -> subprocess.Popen[str]:
                             env={**os.environ, "PYTHONUNBUFFERED": "1", **env})
 
 
+#: Seconds from Ctrl-C (or SIGTERM) to the end of the command, as the README promises.
+SIGNAL_EXIT_S = 2.0
+
+
 def signal_and_time(proc: subprocess.Popen[str], *signals: int, gap: float = 0.0,
                     pid: int | None = None) -> float:
     """Send ``signals`` to ``pid`` (default: ``proc``), ``gap`` s apart; return the seconds from

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from tests.e2e.cli import (
+    SIGNAL_EXIT_S,
     assert_store_consistent,
     cartpole,
     query,
@@ -122,7 +123,7 @@ def test_a_signal_mid_run_shuts_down_in_order(tmp_path, process_tag, sig, code, 
             proc.kill()
         _, stderr = proc.communicate()
     assert proc.returncode == code, stderr
-    assert elapsed < 2.0, f"exit took {elapsed:.2f} s"
+    assert elapsed < SIGNAL_EXIT_S, f"exit took {elapsed:.2f} s"
     assert "Traceback" not in stderr
     [(status, steps)] = query(store, "SELECT status, steps FROM runs")
     assert status == "cancelled"

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.cli import (
+    SIGNAL_EXIT_S,
     assert_store_consistent,
     finish,
     query,
@@ -35,8 +36,6 @@ RecordProperty = Callable[[str, object], None]
 
 SIGNALS = pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
                                   ids=["SIGINT", "SIGTERM"])
-#: Seconds from the signal to the command's exit.
-EXIT_LIMIT_S = 2.0
 EPISODES = 3
 
 
@@ -75,7 +74,7 @@ def test_a_signal_during_setup_cancels_the_run(tmp_path: Path, process_tag: str,
         stderr = finish(proc)
     record_property("seconds_to_exit", round(elapsed, 2))
     assert proc.returncode == code, stderr
-    assert elapsed < EXIT_LIMIT_S, f"exit took {elapsed:.2f} s"
+    assert elapsed < SIGNAL_EXIT_S, f"exit took {elapsed:.2f} s"
     assert "Traceback" not in stderr, stderr
     assert "cancelled" in stderr
     [(status, error, steps)] = query(store, "SELECT status, error, steps FROM runs")
@@ -99,7 +98,7 @@ def test_a_signal_during_shutdown_cancels_the_run_and_keeps_its_steps(
         stderr = finish(proc)
     record_property("seconds_to_exit", round(elapsed, 2))
     assert proc.returncode == code, stderr
-    assert elapsed < EXIT_LIMIT_S, f"exit took {elapsed:.2f} s"
+    assert elapsed < SIGNAL_EXIT_S, f"exit took {elapsed:.2f} s"
     assert "Traceback" not in stderr, stderr
     [(status, error, episodes, steps)] = query(
         store, "SELECT status, error, episodes, steps FROM runs")
