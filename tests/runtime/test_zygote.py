@@ -11,6 +11,7 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,9 +54,8 @@ def command(*args: str) -> list[str]:
     return [sys.executable, "-m", TARGET, *args]
 
 
-def test_a_fork_is_this_process_s_child_in_a_session_of_its_own(zygote: Zygote) -> None:
-    process = start_process(command("exit", "3"))
-    assert isinstance(process, AdoptedProcess)
+def run_to_end(process: AdoptedProcess | subprocess.Popen[bytes]) -> tuple[ChildProcess, Any]:
+    """Supervise ``process`` until it exits; the child, and what its first line of JSON said."""
     child, lines = supervised(process)
     try:
         seen = json.loads(lines.next())
@@ -63,6 +63,13 @@ def test_a_fork_is_this_process_s_child_in_a_session_of_its_own(zygote: Zygote) 
     finally:
         child.kill(5.0)
         child.release()
+    return child, seen
+
+
+def test_a_fork_is_this_process_s_child_in_a_session_of_its_own(zygote: Zygote) -> None:
+    process = start_process(command("exit", "3"))
+    assert isinstance(process, AdoptedProcess)
+    child, seen = run_to_end(process)
     assert seen["pid"] == child.pid and seen["ppid"] == os.getpid()
     assert seen["sid"] == child.pid  # it leads a session of its own, as a spawned child does
     assert seen["argv"] == ["exit", "3"] and seen["main"] == "__main__"
@@ -83,15 +90,9 @@ def test_its_command_line_is_its_command_s(zygote: Zygote) -> None:
 def test_it_has_the_passed_descriptors_at_their_numbers_and_no_other(zygote: Zygote) -> None:
     read_end, write_end = os.pipe()
     try:
-        child, lines = supervised(start_process(command("write", str(write_end)),
-                                                pass_fds=(write_end,)))
+        process = start_process(command("write", str(write_end)), pass_fds=(write_end,))
         os.close(write_end)
-        try:
-            seen = json.loads(lines.next())
-            assert child.wait(20.0)
-        finally:
-            child.kill(5.0)
-            child.release()
+        child, seen = run_to_end(process)
         assert os.read(read_end, 100) == b"hello"
     finally:
         os.close(read_end)
