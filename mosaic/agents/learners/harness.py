@@ -9,7 +9,9 @@ harness keeps mosaic's contract so that a learner that works here works there:
   answer to ``apply_update``, then ``act`` unless the episode ended;
 * the seeds: run seed ``seed`` gives the brain ``brain_seed(seed, 0)``, the muscle
   ``muscle_seed(seed, 0, 0)`` and episode ``k`` the reset seed ``episode_seed(seed, 0, k)``, as
-  for the first agent in the first environment of a run;
+  for the first agent in the first environment of a run. ``seed`` is a *run's* seed, which a
+  run derives from the file's ``seed`` (``load_experiment(path).run_seeds()``, or the seed
+  that ``mosaic runs show`` prints): to replay a run's first agent, pass that, not the file's;
 * the slots: spaces are rebuilt from their wire description, the slot is ``agent_0``, and the
   muscle uid is ``agent@environment``;
 * the wire: with ``wire=True`` (the default) experience and updates pass through mosaic's codec
