@@ -65,6 +65,11 @@ class PartLinks:
         return owner.adopt(DirectClient(placed, STEP_REQUESTS, self._watchdog, peer=peer,
                                         sender=owner.uid, credentials=owner.credentials))
 
+    @property
+    def abandoned_peer(self) -> str | None:
+        """The peer of the direct call the watchdog gave up on, if it gave one up."""
+        return None if self._watchdog is None else self._watchdog.abandoned_peer
+
     def close(self) -> None:
         """End the watchdog's thread, if one was started. Idempotent."""
         if self._watchdog is not None:

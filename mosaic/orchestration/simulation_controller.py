@@ -241,6 +241,7 @@ class SimulationController(Component):
         self._digest = _chained(self._chain)
         self._termination = Termination.from_spec(config.termination)
         self._next_supervision = 0.0
+        self._muscles_shut_down = False
         self._links = PartLinks(self, ctx, self._given_up)
 
     # -- set-up ---------------------------------------------------------------------------
@@ -398,10 +399,20 @@ class SimulationController(Component):
     def _given_up(self, error: BaseException) -> None:
         """What do_work does when a wait fails, done in the watchdog's thread for this one,
         which is held in a direct call given up on (see mosaic.orchestration.part_links): it
-        does nothing more, and the governor stops the run's parts without it."""
+        does nothing more, and the governor stops the run's parts without it.
+
+        Before that, the muscles shut down in order, as :meth:`_stop` would have them, all but
+        the one the call is held in: their brains save their checkpoints. The parts they talk
+        to meanwhile are not the one held, whose lock the call keeps.
+        """
         self.stuck = f"is held in a call given up on ({describe(error)})"
+        self._running = False
+        cancelled = isinstance(error, RunCancelled)
+        if not cancelled:
+            self.ctx.failed.set()  # the shutdown of a failed run is hurried, as in _finish
+        self._shut_down_muscles(skip=self._links.abandoned_peer)
         self._hand_over_rows()
-        if isinstance(error, RunCancelled):
+        if cancelled:
             self._finish("cancelled", None)
         else:
             self._finish("failed", describe(error))
@@ -773,16 +784,7 @@ class SimulationController(Component):
     def _stop(self, request: SimulationStopRequest) -> SimulationStopResponse:
         self._running = False
         self._hand_over_rows()
-        self._report_position()
-        for loop in self._loops:
-            for link in loop.muscles:
-                # A muscle's shutdown waits on its brain's (which saves the checkpoint).
-                answer = self._shut_down(link.client, link.uid, MuscleShutdownRequest(link.uid),
-                                         MuscleShutdownResponse, needs=(link.agent,))
-                if isinstance(answer, MuscleShutdownResponse) and answer.metrics:
-                    self._reported.append((link.agent, answer.metrics))
-        # The last metrics, reported after the last step.
-        self._stamp_metrics()
+        self._shut_down_muscles()
         self._hand_over_rows()
         for loop in self._loops:
             self._shut_down(loop.client, loop.uid, EnvironmentShutdownRequest(loop.uid),
@@ -798,6 +800,25 @@ class SimulationController(Component):
         progress = self.ctx.progress
         return SimulationStopResponse(request.run_uid, progress.episodes, progress.steps,
                                       tuple(killed))
+
+    def _shut_down_muscles(self, skip: str | None = None) -> None:
+        """Shut every muscle down (but the one whose peer is ``skip``) and stamp the last
+        metrics; once only, and after the run's position is reported."""
+        if self._muscles_shut_down:
+            return
+        self._muscles_shut_down = True
+        self._report_position()
+        for loop in self._loops:
+            for link in loop.muscles:
+                if link.client.peer == skip:
+                    continue
+                # A muscle's shutdown waits on its brain's (which saves the checkpoint).
+                answer = self._shut_down(link.client, link.uid, MuscleShutdownRequest(link.uid),
+                                         MuscleShutdownResponse, needs=(link.agent,))
+                if isinstance(answer, MuscleShutdownResponse) and answer.metrics:
+                    self._reported.append((link.agent, answer.metrics))
+        # The last metrics, reported after the last step.
+        self._stamp_metrics()
 
     def _shut_down(self, client: RequestClient, uid: str, request: Request,
                    answer_type: type[Response], needs: tuple[str, ...] = ()) -> Response | None:

@@ -63,6 +63,8 @@ class Watchdog:
         self._lock = threading.Lock()
         self._call: _Call | None = None
         self._abandoned = False
+        #: The peer of the call given up on, once one was.
+        self.abandoned_peer: str | None = None
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -112,6 +114,7 @@ class Watchdog:
             if self._call is not call:
                 return False  # it came back: the caller carries on
             self._abandoned = True
+            self.abandoned_peer = call.peer
             log.debug("%s: gave up on a call to %s: %s", self.name, call.peer, error)
             try:
                 self._give_up(error)

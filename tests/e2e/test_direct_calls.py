@@ -8,6 +8,7 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.e2e.cli import (
@@ -31,11 +32,23 @@ HANG_AT = 30
 
 
 def hanging(tmp_path: Path, marker: Path, step_timeout: float = 60.0) -> Path:
-    """Every part in a thread; the environment's step HANG_AT holds 30 s."""
+    """Every part in a thread; the environment's step HANG_AT holds 30 s. The agent learns:
+    its brain counts the experiences it got, and saves the count in its checkpoint."""
     params = f"{{hang_at: {HANG_AT}, hold: 30, marker: '{marker}'}}"
-    return write_experiment(tmp_path, cartpole(
-        episodes=100_000, placement="thread", env="tests.fixtures.envs:HangingCartPole",
-        params=params, timeouts=f"{{step: {step_timeout:g}}}"))
+    text = cartpole(episodes=100_000, placement="thread", env="tests.fixtures.envs:HangingCartPole",
+                    params=params, timeouts=f"{{step: {step_timeout:g}}}",
+                    muscle="tests.fixtures.agents:ExperienceMuscle")
+    return write_experiment(tmp_path, text.replace(
+        "muscle:", "brain: tests.fixtures.agents:CountingBrain\n        muscle:", 1))
+
+
+def assert_checkpoint_saved(store: Path) -> None:
+    """The brain saved its checkpoint, with the experiences of the steps taken: the held
+    environment did not cost the rest of the run its orderly shutdown."""
+    [saved] = Path(f"{store.with_suffix('')}-checkpoints").glob("**/random.npz")
+    with np.load(saved, allow_pickle=False) as data:
+        count = int(data["brain/state/count"][0])
+    assert 0 < count <= HANG_AT - 1
 
 
 def states(store: Path) -> list[str]:
@@ -85,6 +98,32 @@ def test_a_thread_environment_that_hangs_fails_the_run_naming_it(
     assert steps == HANG_AT - 1
     assert states(store) == ["setting_up", "running", "stopping", "failed"]
     assert_store_consistent(store)
+    assert_checkpoint_saved(store)
+
+
+def test_a_thread_muscle_that_hangs_fails_the_run_naming_it(tmp_path: Path,
+                                                            process_tag: str) -> None:
+    """The muscle's act holds: the run fails naming it, within seconds of the step timeout.
+    Its shutdown is not waited for: the call it is held in keeps its lock."""
+    marker = tmp_path / "hang.marker"
+    muscle = (f"{{class: tests.fixtures.agents:HangingMuscle, params: {{hang_at: {HANG_AT}, "
+              f"marker: '{marker}'}}}}")
+    path = write_experiment(tmp_path, cartpole(episodes=100_000, placement="thread",
+                                               muscle=muscle, timeouts="{step: 1}"))
+    store = tmp_path / "results.sqlite"
+    proc = start_mosaic("experiment-start", str(path), "--store", str(store))
+    try:
+        wait_for_file(marker, proc)
+        elapsed = signal_and_time(proc)
+    finally:
+        stderr = finish(proc)
+    assert proc.returncode == 1, stderr
+    assert elapsed < 1 + 5.0, f"the hang took {elapsed:.2f} s to end the run"
+    assert "Traceback" not in stderr, stderr
+    [(status, error)] = query(store, "SELECT status, error FROM runs")
+    assert (status, error) == ("failed", "muscle 'random@cartpole' did not answer within 1 s")
+    assert states(store) == ["setting_up", "running", "stopping", "failed"]
+    assert_store_consistent(store)
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
@@ -111,3 +150,4 @@ def test_a_signal_while_a_thread_environment_hangs_ends_the_run_within_2_s(
     assert (status, error, steps) == ("cancelled", None, HANG_AT - 1)
     assert states(store) == ["setting_up", "running", "stopping", "cancelled"]
     assert_store_consistent(store)
+    assert_checkpoint_saved(store)
