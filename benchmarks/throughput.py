@@ -164,14 +164,14 @@ def print_scaling(repeat: int) -> None:
     copies = vector_environments.measure([1, 4, 16], 3000, repeat)
     print(f"\nscaling on {os.cpu_count()} cores (median of {repeat})")
     print(f"{'configuration':<34}{'env-steps/s':>12}{'reference':>12}{'ratio':>8}")
-    one = processes[0][1]
-    for count, rate in processes:
+    one, raw_one = processes[0][1], processes[0][2]
+    for count, rate, raw in processes:
         print(f"{f'{count} env process(es), 1 ms/step':<34}{rate:>12,.0f}"
-              f"{'x1 env':>12}{rate / one:>8.2f}")
+              f"{'x1 env':>12}{rate / one:>8.2f}  (raw pyzmq loop: {raw / raw_one:.2f})")
     print(f"{'(in-process loop, 1 ms/step)':<34}{baseline:>12,.0f}")
-    for count, rate, reference in copies:
+    for count, rate, raw, reference in copies:
         print(f"{f'copies: {count}, env in a process':<34}{rate:>12,.0f}{reference:>12,.0f}"
-              f"{rate / reference:>8.2f}")
+              f"{rate / reference:>8.2f}  (raw pyzmq loop: {raw:,.0f}, {raw / reference:.2f})")
 
 
 if __name__ == "__main__":
