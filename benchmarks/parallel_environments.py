@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.busy_env import BusyCartPole  # noqa: E402 (the repository root, first)
-from benchmarks.step_cost import _decode_array, _encode_array, _serve  # noqa: E402
+from benchmarks.step_cost import _decode_array, serve_environment  # noqa: E402
 from benchmarks.throughput import in_process, timed_run  # noqa: E402
 
 ENVIRONMENT = """\
@@ -71,17 +71,7 @@ def run(folder: Path, count: int, episodes: int, busy_ms: float) -> tuple[int, f
 
 def raw_busy_environment(endpoint: str, busy_ms: float) -> None:
     """The raw loop's environment process: one BusyCartPole, reset and step on request."""
-    env = BusyCartPole(busy_ms=busy_ms)
-
-    def handle(request: dict[str, Any]) -> dict[str, Any]:
-        if "seed" in request:
-            observation, _ = env.reset(seed=request["seed"])
-            return {"observation": _encode_array(observation)}
-        observation, reward, terminated, truncated, _ = env.step(request["action"])
-        return {"observation": _encode_array(observation), "reward": float(reward),
-                "terminated": terminated, "truncated": truncated}
-
-    _serve(endpoint, handle)
+    serve_environment(endpoint, BusyCartPole(busy_ms=busy_ms))
 
 
 def raw_parallel(count: int, steps: int, busy_ms: float) -> float:

@@ -197,7 +197,11 @@ def raw_environment(endpoint: str) -> None:
     """The raw loop's environment process: CartPole-v1, reset and step on request."""
     import gymnasium
 
-    env = gymnasium.make("CartPole-v1")
+    serve_environment(endpoint, gymnasium.make("CartPole-v1"))
+
+
+def serve_environment(endpoint: str, env: Any) -> None:
+    """Reset and step the single environment ``env`` on request, as the raw loops ask."""
 
     def handle(request: dict[str, Any]) -> dict[str, Any]:
         if "seed" in request:
