@@ -25,7 +25,7 @@ from mosaic.runtime import bootstrap, heartbeat
 from mosaic.runtime.bootstrap import Bootstrap
 from mosaic.runtime.component import Component, make_component
 from mosaic.runtime.host import ActorHost, HostStatus
-from mosaic.runtime.processes.child import ChildProcess
+from mosaic.runtime.processes.child import ChildProcess, StartedProcess, spawn
 from mosaic.runtime.processes.stop import (
     STOPPED,
     TERMINATED,
@@ -33,7 +33,7 @@ from mosaic.runtime.processes.stop import (
     StopSchedule,
     stop_in_order,
 )
-from mosaic.runtime.processes.zygote_client import start_process
+from mosaic.runtime.processes.zygote_client import fork_process
 
 log = logging.getLogger(__name__)
 
@@ -183,24 +183,13 @@ class ProcessPlaced(Placed):
         self.kind = kind
         self.status = HostStatus()
         self.heartbeat_timeout = heartbeat_timeout
-        self._heartbeat = heartbeat.HeartbeatMonitor(uid)
         level = log_level if log_level is not None else logging.getLogger().getEffectiveLevel()
         command = [sys.executable, "-m", "mosaic.runtime.process_main", kind, uid, endpoint,
                    "--component", component, "--parent-pid", str(os.getpid()),
                    "--log-level", logging.getLevelName(level)]
         if cpu is not None:
             command += ["--cpu", str(cpu)]
-        trust_read, trust_write = os.pipe()
-        command += ["--heartbeat-fd", str(self._heartbeat.child_fd),
-                    "--bootstrap-fd", str(trust_read)]
-        try:
-            process = start_process(command, pass_fds=(self._heartbeat.child_fd, trust_read))
-        except BaseException:
-            self._heartbeat.abandon()
-            os.close(trust_write)
-            raise
-        finally:
-            os.close(trust_read)
+        process, trust_write = self._start(command)
         self._heartbeat.started(process.pid)
         self._child = ChildProcess(
             process, uid, read_stdout=self._read_stdout,
@@ -209,6 +198,35 @@ class ProcessPlaced(Placed):
         bootstrap.write(trust_write, trust)
         _live_processes.add(self)
         self.endpoint = endpoint
+
+    def _start(self, command: list[str]) -> tuple[StartedProcess, int]:
+        """Start ``command`` with a heartbeat pipe and a trust pipe of its own; return the
+        process and the write end of its trust pipe.
+
+        A fork of the zygote comes first. A zygote that failed to answer may still fork the
+        command later: the spawn that replaces it gets new pipes, so that such a late fork
+        neither takes the trust meant for the spawn nor beats in its place; it reads the end of
+        its own trust pipe and exits.
+        """
+        fork = True
+        while True:
+            self._heartbeat = heartbeat.HeartbeatMonitor(self.uid)
+            trust_read, trust_write = os.pipe()
+            fds = (self._heartbeat.child_fd, trust_read)
+            argv = [*command, "--heartbeat-fd", str(fds[0]), "--bootstrap-fd", str(trust_read)]
+            try:
+                process = fork_process(argv, pass_fds=fds) if fork else spawn(argv, pass_fds=fds)
+            except BaseException:
+                self._heartbeat.abandon()
+                os.close(trust_write)
+                raise
+            finally:
+                os.close(trust_read)
+            if process is not None:
+                return process, trust_write
+            self._heartbeat.abandon()
+            os.close(trust_write)
+            fork = False
 
     def wait_bound(self, timeout: float = 30.0, check: Check | None = None) -> ProcessPlaced:
         """Block until the child has bound its endpoint; kill it if it cannot start.

@@ -9,16 +9,22 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from mosaic.actors.kinds import component_path
+from mosaic.cli.processes import PRELOAD
+from mosaic.runtime.bootstrap import Bootstrap
+from mosaic.runtime.placement import ProcessPlaced
 from mosaic.runtime.processes import zygote_client
 from mosaic.runtime.processes.adopted import AdoptedProcess
 from mosaic.runtime.processes.child import ChildProcess
 from mosaic.runtime.processes.zygote_client import Zygote, start_process
+from mosaic.transport import Credentials
 from tests.processes import gone
 
 from .conftest import StdoutLines, kill_if_alive, wait_until_gone
@@ -208,3 +214,52 @@ def test_forks_end_with_this_process_and_so_does_the_zygote(
             parent.stdout.close()
         for pid in pids:
             kill_if_alive(pid)
+
+
+def _processes_running(text: str) -> list[int]:
+    """The live processes (not zombies) whose command line holds ``text``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if text.encode() in cmdline:
+            found.append(int(entry))
+    return found
+
+
+def test_a_fork_answered_too_late_is_replaced_by_a_spawn_that_shares_no_pipe_with_it(
+        process_tag: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The zygote forks a component after its answer was given up on: the spawn that replaces
+    the fork gets pipes of its own, so it, not the late fork, reads the trust it is sent, and
+    the late fork reads the end of its own trust pipe and exits."""
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
+    monkeypatch.chdir(ROOT)
+    assert zygote_client.start_zygote(PRELOAD) is not None
+    endpoints = {uid: f"ipc://{tmp_path}/{uid}" for uid in ("prompt", "late")}
+    trust = Bootstrap(Credentials.fresh(), None)
+    started: list[ProcessPlaced] = []
+
+    def place(uid: str) -> ProcessPlaced:
+        placed = ProcessPlaced("environment", uid, endpoints[uid],
+                               component=component_path("environment"), trust=trust)
+        started.append(placed)
+        return placed.wait_bound(30.0)
+
+    try:
+        assert isinstance(place("prompt")._child.process, AdoptedProcess)  # the zygote is up
+        monkeypatch.setattr(zygote_client, "FORK_REPLY_S", 1e-6)  # it cannot answer in time
+        late = place("late")
+        assert isinstance(late._child.process, subprocess.Popen)
+        assert late.alive()
+        deadline = time.monotonic() + 20.0
+        while (others := set(_processes_running(endpoints["late"])) - {late.pid}):
+            assert time.monotonic() < deadline, f"the late fork {others} still runs"
+            time.sleep(0.05)
+    finally:
+        for placed in started:
+            placed.stop(5.0)
+        zygote_client.close_zygote()

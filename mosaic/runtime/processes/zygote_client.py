@@ -8,9 +8,10 @@ other child (spawned: nothing is inherited), and forks each component process fr
 orphans for that (:func:`~mosaic.core.lifeline.adopt_orphans`), so each is supervised as a
 spawned child would be (:class:`~mosaic.runtime.processes.adopted.AdoptedProcess`).
 
-:func:`start_process` is what placements call: a fork of this process's zygote for a command
-it can run, else a spawn. A zygote that fails once (it died, did not answer within
-:data:`FORK_REPLY_S`, or could not fork) is given up: that start and every later one spawn.
+:func:`fork_process` is what placements call: a fork of this process's zygote for a command
+it can run, else None, and they spawn; :func:`start_process` does both. A zygote that fails
+once (it died, did not answer within :data:`FORK_REPLY_S`, or could not fork) is given up:
+that start and every later one spawn.
 """
 
 from __future__ import annotations
@@ -63,7 +64,6 @@ class Zygote:
         if not adopt_orphans():
             raise ZygoteUnavailable("this system cannot re-parent a zygote's forks")
         self._socket, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._socket.settimeout(FORK_REPLY_S)
         command = [sys.executable, "-m", "mosaic.runtime.processes.zygote",
                    "--socket-fd", str(theirs.fileno()), "--parent-pid", str(os.getpid()),
                    "--preload", ",".join(sorted(self.preload)),
@@ -121,6 +121,7 @@ class Zygote:
         if self._broken is not None:
             raise ZygoteUnavailable(self._broken)
         try:
+            self._socket.settimeout(FORK_REPLY_S)
             socket.send_fds(self._socket, [request.encode()], fds)
             reply = self._socket.recv(4096)
             if reply:
@@ -194,16 +195,28 @@ def close_zygote() -> None:
         zygote.close()
 
 
-def start_process(argv: Sequence[str], *, pass_fds: Sequence[int] = ()) -> StartedProcess:
-    """Start ``argv`` as :func:`~mosaic.runtime.processes.child.spawn` does (stdin on
-    ``/dev/null``): a fork of this process's zygote if it has one that can run ``argv``
-    (:meth:`Zygote.can_run`), else, or if the zygote fails, a fresh interpreter.
+def fork_process(argv: Sequence[str], *, pass_fds: Sequence[int] = ()) -> StartedProcess | None:
+    """A fork of this process's zygote running ``argv`` (see :meth:`Zygote.fork`), or None if
+    there is no zygote that can run it (:meth:`Zygote.can_run`) or it failed now.
 
-    Blocks while the zygote answers (at most :data:`FORK_REPLY_S`); raises ``OSError`` if the
-    program cannot be spawned.
+    A zygote that failed to answer in time may still fork ``argv`` later, with ``pass_fds``:
+    whoever starts ``argv`` another way must give it descriptors of its own (new pipes), so
+    that such a late fork shares nothing with it. Blocks while the zygote answers (at most
+    :data:`FORK_REPLY_S`).
     """
     zygote = _current
     if zygote is not None and zygote.can_run(argv):
         with contextlib.suppress(ZygoteUnavailable):  # said in the log, once
             return zygote.fork(argv, pass_fds=pass_fds)
-    return spawn(argv, pass_fds=pass_fds)
+    return None
+
+
+def start_process(argv: Sequence[str], *, pass_fds: Sequence[int] = ()) -> StartedProcess:
+    """Start ``argv`` as :func:`~mosaic.runtime.processes.child.spawn` does (stdin on
+    ``/dev/null``): a fork of this process's zygote (:func:`fork_process`), else a fresh
+    interpreter, with the same ``pass_fds`` (see :func:`fork_process` for when that is not
+    enough).
+
+    Raises ``OSError`` if the program cannot be spawned.
+    """
+    return fork_process(argv, pass_fds=pass_fds) or spawn(argv, pass_fds=pass_fds)
