@@ -23,12 +23,12 @@ import contextlib
 import ctypes
 import logging
 import os
-import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
+from mosaic.core.libc import libc
 from mosaic.core.lifeline import process_exists
 
 log = logging.getLogger(__name__)
@@ -37,20 +37,6 @@ log = logging.getLogger(__name__)
 SAMPLE_S = 0.02
 
 _WORD_BITS = ctypes.sizeof(ctypes.c_ulong) * 8
-
-
-def _load_libc() -> ctypes.CDLL | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)  # this process's own symbols: libc's
-        libc.sched_setaffinity.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p]
-        return libc
-    except (OSError, AttributeError):
-        return None
-
-
-_libc = _load_libc()
 
 
 def available_cpus() -> list[int]:
@@ -118,13 +104,14 @@ def _set_affinity(tid: int, cpus: set[int]) -> None:
     (its heartbeat, its supervisors) would stand still meanwhile. A call through ctypes releases
     the GIL, so only the thread that moves waits.
     """
-    if _libc is None:
+    c_library = libc()
+    if c_library is None:
         os.sched_setaffinity(tid, cpus)
         return
     mask = (ctypes.c_ulong * (max(cpus) // _WORD_BITS + 1))()
     for cpu in cpus:
         mask[cpu // _WORD_BITS] |= 1 << (cpu % _WORD_BITS)
-    if _libc.sched_setaffinity(tid, ctypes.sizeof(mask), ctypes.byref(mask)) != 0:
+    if c_library.sched_setaffinity(tid, ctypes.sizeof(mask), ctypes.byref(mask)) != 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))
 

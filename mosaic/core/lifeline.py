@@ -4,30 +4,17 @@ orphans, and whether a process exists. How a child uses them is
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import os
 import signal
-import sys
+
+from mosaic.core.libc import libc as load_libc
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 
 
-@functools.cache
-def _libc() -> ctypes.CDLL | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        # This process's own symbols are libc's. ctypes.util.find_library would start
-        # ``ldconfig -p`` in a subprocess: a fork and an exec in every child's start-up.
-        return ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return None
-
-
 def _prctl(option: int, value: int) -> bool:
-    libc = _libc()
+    libc = load_libc()
     if libc is None:
         return False
     try:
