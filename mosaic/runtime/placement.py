@@ -200,33 +200,37 @@ class ProcessPlaced(Placed):
         self.endpoint = endpoint
 
     def _start(self, command: list[str]) -> tuple[StartedProcess, int]:
-        """Start ``command`` with a heartbeat pipe and a trust pipe of its own; return the
+        """Start ``command`` as a fork of the zygote, else as a fresh interpreter; return the
         process and the write end of its trust pipe.
 
-        A fork of the zygote comes first. A zygote that failed to answer may still fork the
-        command later: the spawn that replaces it gets new pipes, so that such a late fork
-        neither takes the trust meant for the spawn nor beats in its place; it reads the end of
-        its own trust pipe and exits.
+        Each attempt has a heartbeat pipe and a trust pipe of its own. A zygote that failed to
+        answer may still fork the command later: such a late fork then holds the first
+        attempt's pipes, whose trust end is closed, so it neither takes the trust meant for the
+        spawn nor beats in its place; it reads the end of its trust pipe and exits.
         """
-        fork = True
-        while True:
-            self._heartbeat = heartbeat.HeartbeatMonitor(self.uid)
-            trust_read, trust_write = os.pipe()
-            fds = (self._heartbeat.child_fd, trust_read)
-            argv = [*command, "--heartbeat-fd", str(fds[0]), "--bootstrap-fd", str(trust_read)]
-            try:
-                process = fork_process(argv, pass_fds=fds) if fork else spawn(argv, pass_fds=fds)
-            except BaseException:
+        process, trust_write = self._attempt(command, fork_process)
+        if process is None:
+            process, trust_write = self._attempt(command, spawn)
+        assert process is not None  # spawn raises instead
+        return process, trust_write
+
+    def _attempt(self, command: list[str],
+                 start: Callable[..., StartedProcess | None]) -> tuple[StartedProcess | None, int]:
+        """``start(argv, pass_fds=...)`` with new heartbeat and trust pipes; the process (None:
+        not started, and its pipes closed) and the write end of its trust pipe."""
+        self._heartbeat = heartbeat.HeartbeatMonitor(self.uid)
+        trust_read, trust_write = os.pipe()
+        fds = (self._heartbeat.child_fd, trust_read)
+        argv = [*command, "--heartbeat-fd", str(fds[0]), "--bootstrap-fd", str(trust_read)]
+        process: StartedProcess | None = None
+        try:
+            process = start(argv, pass_fds=fds)
+        finally:
+            os.close(trust_read)
+            if process is None:  # not started, or start raised
                 self._heartbeat.abandon()
                 os.close(trust_write)
-                raise
-            finally:
-                os.close(trust_read)
-            if process is not None:
-                return process, trust_write
-            self._heartbeat.abandon()
-            os.close(trust_write)
-            fork = False
+        return process, trust_write
 
     def wait_bound(self, timeout: float = 30.0, check: Check | None = None) -> ProcessPlaced:
         """Block until the child has bound its endpoint; kill it if it cannot start.

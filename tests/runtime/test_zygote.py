@@ -23,7 +23,7 @@ from mosaic.runtime.placement import ProcessPlaced
 from mosaic.runtime.processes import zygote_client
 from mosaic.runtime.processes.adopted import AdoptedProcess
 from mosaic.runtime.processes.child import ChildProcess
-from mosaic.runtime.processes.zygote_client import Zygote, start_process
+from mosaic.runtime.processes.zygote_client import Zygote, fork_process
 from mosaic.transport import Credentials
 from tests.processes import gone
 
@@ -60,6 +60,13 @@ def command(*args: str) -> list[str]:
     return [sys.executable, "-m", TARGET, *args]
 
 
+def forked(argv: list[str], pass_fds: tuple[int, ...] = ()) -> AdoptedProcess:
+    """``argv`` run in a fork of this process's zygote (which must fork it)."""
+    process = fork_process(argv, pass_fds=pass_fds)
+    assert isinstance(process, AdoptedProcess)
+    return process
+
+
 def run_to_end(process: AdoptedProcess | subprocess.Popen[bytes]) -> tuple[ChildProcess, Any]:
     """Supervise ``process`` until it exits; the child, and what its first line of JSON said."""
     child, lines = supervised(process)
@@ -73,9 +80,7 @@ def run_to_end(process: AdoptedProcess | subprocess.Popen[bytes]) -> tuple[Child
 
 
 def test_a_fork_is_this_process_s_child_in_a_session_of_its_own(zygote: Zygote) -> None:
-    process = start_process(command("exit", "3"))
-    assert isinstance(process, AdoptedProcess)
-    child, seen = run_to_end(process)
+    child, seen = run_to_end(forked(command("exit", "3")))
     assert seen["pid"] == child.pid and seen["ppid"] == os.getpid()
     assert seen["sid"] == child.pid  # it leads a session of its own, as a spawned child does
     assert seen["argv"] == ["exit", "3"] and seen["main"] == "__main__"
@@ -83,7 +88,7 @@ def test_a_fork_is_this_process_s_child_in_a_session_of_its_own(zygote: Zygote) 
 
 
 def test_its_command_line_is_its_command_s(zygote: Zygote) -> None:
-    child, lines = supervised(start_process(command("wait", str(os.getpid()))))
+    child, lines = supervised(forked(command("wait", str(os.getpid()))))
     try:
         lines.next()
         cmdline = Path(f"/proc/{child.pid}/cmdline").read_bytes().split(b"\0")
@@ -96,7 +101,7 @@ def test_its_command_line_is_its_command_s(zygote: Zygote) -> None:
 def test_it_has_the_passed_descriptors_at_their_numbers_and_no_other(zygote: Zygote) -> None:
     read_end, write_end = os.pipe()
     try:
-        process = start_process(command("write", str(write_end)), pass_fds=(write_end,))
+        process = forked(command("write", str(write_end)), pass_fds=(write_end,))
         os.close(write_end)
         child, seen = run_to_end(process)
         assert os.read(read_end, 100) == b"hello"
@@ -108,7 +113,7 @@ def test_it_has_the_passed_descriptors_at_their_numbers_and_no_other(zygote: Zyg
 
 
 def test_a_signal_to_its_group_ends_it_and_its_status_says_so(zygote: Zygote) -> None:
-    child, lines = supervised(start_process(command("wait", str(os.getpid()))))
+    child, lines = supervised(forked(command("wait", str(os.getpid()))))
     try:
         lines.next()
         assert child.alive()
@@ -124,7 +129,7 @@ def test_a_signal_to_its_group_ends_it_and_its_status_says_so(zygote: Zygote) ->
 def test_sibling_forks_draw_different_random_numbers(zygote: Zygote) -> None:
     seen = []
     for _ in range(2):
-        child, lines = supervised(start_process(command("exit", "0")))
+        child, lines = supervised(forked(command("exit", "0")))
         try:
             seen.append(json.loads(lines.next()))
             assert child.wait(20.0)
@@ -135,31 +140,19 @@ def test_sibling_forks_draw_different_random_numbers(zygote: Zygote) -> None:
     assert seen[0]["numpy"] != seen[1]["numpy"]
 
 
-def test_a_command_it_did_not_preload_is_spawned(zygote: Zygote) -> None:
-    process = start_process([sys.executable, "-c", "pass"])
-    try:
-        assert isinstance(process, subprocess.Popen)
-    finally:
-        process.wait(20.0)
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
+def test_a_command_it_did_not_preload_is_not_forked(zygote: Zygote) -> None:
+    assert not zygote.can_run([sys.executable, "-c", "pass"])
+    assert fork_process([sys.executable, "-c", "pass"]) is None  # its caller spawns it
+    assert zygote.can_run(command("exit", "0"))
 
 
-def test_when_the_zygote_is_gone_processes_are_spawned_and_the_log_says_why(
+def test_when_the_zygote_is_gone_nothing_is_forked_and_the_log_says_why(
         zygote: Zygote, caplog: pytest.LogCaptureFixture) -> None:
+    """Its callers then spawn (as test_a_fork_answered_too_late_... shows of placements)."""
     os.kill(zygote.pid, signal.SIGKILL)
     wait_until_gone(zygote.pid, 10.0)
     with caplog.at_level(logging.WARNING, logger="mosaic.runtime.processes.zygote_client"):
-        process = start_process(command("exit", "4"))
-    assert isinstance(process, subprocess.Popen)
-    child, _ = supervised(process)
-    try:
-        assert child.wait(20.0)
-    finally:
-        child.kill(5.0)
-        child.release()
-    assert child.exit_code == 4
+        assert fork_process(command("exit", "4")) is None
     assert "component processes start as fresh interpreters" in caplog.text
     assert not zygote.can_run(command("exit", "0"))
 
@@ -184,9 +177,9 @@ def test_forks_end_with_this_process_and_so_does_the_zygote(
         import os, sys
         sys.path.insert(0, {ROOT!r})
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
-        from mosaic.runtime.processes.zygote_client import start_process, start_zygote
+        from mosaic.runtime.processes.zygote_client import fork_process, start_zygote
         zygote = start_zygote([{TARGET!r}])
-        forks = [start_process([sys.executable, "-m", {TARGET!r}, "wait", str(os.getpid())])
+        forks = [fork_process([sys.executable, "-m", {TARGET!r}, "wait", str(os.getpid())])
                  for _ in range(2)]
         print(zygote.pid, *(fork.pid for fork in forks), flush=True)
         for fork in forks:
@@ -239,7 +232,7 @@ def test_a_fork_answered_too_late_is_replaced_by_a_spawn_that_shares_no_pipe_wit
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
     monkeypatch.chdir(ROOT)
     assert zygote_client.start_zygote(PRELOAD) is not None
-    endpoints = {uid: f"ipc://{tmp_path}/{uid}" for uid in ("prompt", "late")}
+    endpoints = {uid: f"ipc://{tmp_path}/{uid}" for uid in ("prompt", "late", "after")}
     trust = Bootstrap(Credentials.fresh(), None)
     started: list[ProcessPlaced] = []
 
@@ -259,6 +252,9 @@ def test_a_fork_answered_too_late_is_replaced_by_a_spawn_that_shares_no_pipe_wit
         while (others := set(_processes_running(endpoints["late"])) - {late.pid}):
             assert time.monotonic() < deadline, f"the late fork {others} still runs"
             time.sleep(0.05)
+        # The zygote is given up: every later start is a spawn too, and serves.
+        after = place("after")
+        assert isinstance(after._child.process, subprocess.Popen) and after.alive()
     finally:
         for placed in started:
             placed.stop(5.0)

@@ -13,7 +13,7 @@ In the parent:
 * :mod:`~mosaic.runtime.processes.stop`: the ordered stop, each step bounded in time: ask, EOF,
   SIGTERM, SIGKILL;
 * :mod:`~mosaic.runtime.processes.zygote_client`: a zygote to fork component processes from
-  (:func:`fork_process`; :func:`start_process`: a fork of it, or a spawn), and
+  (:func:`fork_process`: a fork of it, or None, and the caller spawns), and
   :mod:`~mosaic.runtime.processes.adopted`: such a fork, supervised as a spawned child.
 
 In the zygote (:mod:`~mosaic.runtime.processes.zygote`): the preloaded modules, the forks,

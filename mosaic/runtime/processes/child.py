@@ -84,7 +84,7 @@ class ChildProcess:
     """A started child: its output read, its end observed, its signals sent, its pipes reaped.
 
     ``process`` is started with pipes on stdout and stderr (see :func:`spawn` and
-    :func:`~mosaic.runtime.processes.zygote_client.start_process`); a missing pipe
+    :func:`~mosaic.runtime.processes.zygote_client.fork_process`); a missing pipe
     reads as empty. From construction on, daemon threads read both: ``read_stdout`` gets the
     stdout stream and reads it to its end (on ``<name>-stdout``), and a :class:`StderrReader`
     sends stderr to ``log`` (``default_level`` for lines without a level name) and keeps the

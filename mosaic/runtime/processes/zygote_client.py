@@ -9,9 +9,8 @@ orphans for that (:func:`~mosaic.core.lifeline.adopt_orphans`), so each is super
 spawned child would be (:class:`~mosaic.runtime.processes.adopted.AdoptedProcess`).
 
 :func:`fork_process` is what placements call: a fork of this process's zygote for a command
-it can run, else None, and they spawn; :func:`start_process` does both. A zygote that fails
-once (it died, did not answer within :data:`FORK_REPLY_S`, or could not fork) is given up:
-that start and every later one spawn.
+it can run, else None, and they spawn. A zygote that fails once (it died, did not answer within
+:data:`FORK_REPLY_S`, or could not fork) is given up: that start and every later one spawn.
 """
 
 from __future__ import annotations
@@ -165,7 +164,7 @@ def _discard(stdout: IO[bytes]) -> None:
 
 
 def start_zygote(preload: Iterable[str]) -> Zygote | None:
-    """Start this process's zygote, which :func:`start_process` then forks from; return it, or
+    """Start this process's zygote, which :func:`fork_process` then forks from; return it, or
     None where it cannot start (said in the debug log). With one already open, return that.
 
     Call from a thread that outlives the zygote (the main thread), and :func:`close_zygote`
@@ -210,13 +209,3 @@ def fork_process(argv: Sequence[str], *, pass_fds: Sequence[int] = ()) -> Starte
             return zygote.fork(argv, pass_fds=pass_fds)
     return None
 
-
-def start_process(argv: Sequence[str], *, pass_fds: Sequence[int] = ()) -> StartedProcess:
-    """Start ``argv`` as :func:`~mosaic.runtime.processes.child.spawn` does (stdin on
-    ``/dev/null``): a fork of this process's zygote (:func:`fork_process`), else a fresh
-    interpreter, with the same ``pass_fds`` (see :func:`fork_process` for when that is not
-    enough).
-
-    Raises ``OSError`` if the program cannot be spawned.
-    """
-    return fork_process(argv, pass_fds=pass_fds) or spawn(argv, pass_fds=pass_fds)
