@@ -98,12 +98,14 @@ def _typed_copier(kind: type) -> _Copier:
     validated one, or the same immutable value."""
     hints = typing.get_type_hints(kind)
     lines = ["def copy_typed(value):", "    out = new(kind)"]
-    for name in schema(kind).names:
+    namespace: dict[str, Any] = {"new": object.__new__, "kind": kind, "detached": detached}
+    for index, name in enumerate(schema(kind).names):
         read = f"value.{name}" if _immutable(hints[name]) else f"detached(value.{name})"
-        lines.append(f"    set_field(out, {name!r}, {read})")
+        # The slot's own setter, as the schema's decoders use: object.__setattr__ would look
+        # the slot up by name first (the class is frozen: setattr would refuse).
+        namespace[f"set{index}"] = kind.__dict__[name].__set__
+        lines.append(f"    set{index}(out, {read})")
     lines.append("    return out")
-    namespace: dict[str, Any] = {"new": object.__new__, "set_field": object.__setattr__,
-                                 "kind": kind, "detached": detached}
     exec(compile("\n".join(lines), f"<mosaic copy {kind.__qualname__}>", "exec"), namespace)
     copier: _Copier = namespace["copy_typed"]
     return copier
