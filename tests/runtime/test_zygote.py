@@ -25,7 +25,7 @@ from mosaic.runtime.processes.adopted import AdoptedProcess
 from mosaic.runtime.processes.child import ChildProcess
 from mosaic.runtime.processes.zygote_client import Zygote, fork_process
 from mosaic.transport import Credentials
-from tests.processes import gone
+from tests.processes import children_of, gone
 
 from .conftest import StdoutLines, kill_if_alive, wait_until_gone
 
@@ -209,21 +209,6 @@ def test_forks_end_with_this_process_and_so_does_the_zygote(
             kill_if_alive(pid)
 
 
-def _processes_running(text: str) -> list[int]:
-    """The live processes (not zombies) whose command line holds ``text``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
-        except OSError:
-            continue
-        if text.encode() in cmdline:
-            found.append(int(entry))
-    return found
-
-
 def test_a_fork_answered_too_late_is_replaced_by_a_spawn_that_shares_no_pipe_with_it(
         process_tag: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The zygote forks a component after its answer was given up on: the spawn that replaces
@@ -231,7 +216,10 @@ def test_a_fork_answered_too_late_is_replaced_by_a_spawn_that_shares_no_pipe_wit
     the late fork reads the end of its own trust pipe and exits."""
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
     monkeypatch.chdir(ROOT)
-    assert zygote_client.start_zygote(PRELOAD) is not None
+    earlier = set(children_of(os.getpid()))  # a session's servers, say
+    zygote = zygote_client.start_zygote(PRELOAD)
+    assert zygote is not None
+    earlier.add(zygote.pid)
     endpoints = {uid: f"ipc://{tmp_path}/{uid}" for uid in ("prompt", "late", "after")}
     trust = Bootstrap(Credentials.fresh(), None)
     started: list[ProcessPlaced] = []
@@ -248,10 +236,16 @@ def test_a_fork_answered_too_late_is_replaced_by_a_spawn_that_shares_no_pipe_wit
         late = place("late")
         assert isinstance(late._child.process, subprocess.Popen)
         assert late.alive()
+        # A late fork, if the zygote made one before it was killed, is an orphan of this
+        # process: its one new child that no placement started. It ends by itself (a zombie,
+        # then, which is reaped here).
+        late_forks = set(children_of(os.getpid())) - earlier - {p.pid for p in started}
         deadline = time.monotonic() + 20.0
-        while (others := set(_processes_running(endpoints["late"])) - {late.pid}):
-            assert time.monotonic() < deadline, f"the late fork {others} still runs"
+        while running := [pid for pid in late_forks if not gone(pid)]:
+            assert time.monotonic() < deadline, f"the late fork {running} still runs"
             time.sleep(0.05)
+        for pid in late_forks:
+            os.waitpid(pid, 0)
         # The zygote is given up: every later start is a spawn too, and serves.
         after = place("after")
         assert isinstance(after._child.process, subprocess.Popen) and after.alive()
