@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mosaic.core.errors import StoreLost
 from mosaic.experiment import Experiment
 from mosaic.orchestration.executor import Executor, ProgressCallback, RunResult
 from mosaic.store import StoreWriter
@@ -31,6 +32,8 @@ class Execution:
     results: list[RunResult]
     cancelled_by: int | None
     store: Path | str
+    #: The store was lost under the runs (see StoreWriter): where the records not written are.
+    store_lost: StoreLost | None = None
 
 
 def open_results(experiment: Experiment) -> StoreWriter:
@@ -39,7 +42,7 @@ def open_results(experiment: Experiment) -> StoreWriter:
     Raises :class:`~mosaic.core.errors.StoreError` if it cannot be opened; nothing has started
     then.
     """
-    writer = StoreWriter(experiment.store_target)
+    writer = StoreWriter(experiment.store_target, outage_s=experiment.store.outage_s)
     writer.start()
     return writer
 
@@ -78,12 +81,20 @@ def execute(experiment: Experiment, writer: StoreWriter, *, jobs: int = 1,
     (see :mod:`mosaic.orchestration.ray_runs`; call :func:`join_cluster` first). ``writer``
     is closed before this returns or raises, within :data:`CLOSE_TIMEOUT_S`. Raises
     :class:`~mosaic.core.errors.StoreError` when the database fails under the runs; what was
-    committed before stays.
+    committed before stays. A store lost under the runs (it refused every write for
+    ``store.outage_s``, or its disk is full) fails the runs then active, starts no other, and
+    is in the result's ``store_lost``, which names the spill file that holds what was not
+    written.
     """
+    lost: StoreLost | None = None
     try:
         executor = Executor(experiment, writer, on_progress=on_progress, on_run_end=on_run_end,
                             jobs=jobs, exit_at_once=exit_at_once, ray=ray)
         results = executor.execute()
     finally:
-        writer.close(CLOSE_TIMEOUT_S)
-    return Execution(results, executor.cancelled_by, experiment.store_target)
+        try:
+            # The store may be in an outage: it gets that long to come back before it is lost.
+            writer.close(writer.outage_s + CLOSE_TIMEOUT_S)
+        except StoreLost as error:
+            lost = error
+    return Execution(results, executor.cancelled_by, experiment.store_target, lost)

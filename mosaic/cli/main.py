@@ -22,6 +22,7 @@ from mosaic.cli.dashboard import dashboard
 from mosaic.cli.evaluate import evaluate, manual
 from mosaic.cli.keys import keys
 from mosaic.cli.results import export, plot
+from mosaic.cli.store import store as store_group
 from mosaic.core.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_SIGNAL
 from mosaic.core.process_exit import exit_process, exit_status
 
@@ -134,6 +135,8 @@ def experiment_start(file: str, store: str | None, jobs: int, ray: str | None, q
         click.echo("")
         click.echo(format_summary(results, experiment.store_shown,
                                   _fallbacks(experiment.store_target, results)))
+    if execution.store_lost is not None:
+        exit_with_error(execution.store_lost, EXIT_FAILED)
     if execution.cancelled_by is not None:
         click.echo("mosaic: cancelled; every step taken so far is stored.", err=True)
         sys.exit(EXIT_SIGNAL.get(execution.cancelled_by, EXIT_FAILED))
@@ -226,6 +229,7 @@ def runs_show(run: str, store: str | None, experiment: str | None, last: int) ->
 runs.add_command(plot)
 runs.add_command(export)
 cli.add_command(keys)
+cli.add_command(store_group)
 cli.add_command(evaluate)
 cli.add_command(manual)
 cli.add_command(dashboard)

@@ -22,6 +22,7 @@ __all__ = [
     "RequestTimeout",
     "RunCancelled",
     "StoreError",
+    "StoreLost",
     "TransportError",
     "UnknownMessageType",
     "WorkerCrashed",
@@ -172,6 +173,17 @@ class IllegalTransition(MosaicError):
 
 class StoreError(MosaicError):
     """The results store could not be opened, written or read."""
+
+
+class StoreLost(StoreError):
+    """The store refused every write for longer than the run allows (``store.outage_s``), or its
+    disk is full: the records not written are kept in a spill file (``spill``, with ``unwritten``
+    records in it), which ``mosaic store recover`` writes in once the store is back."""
+
+    def __init__(self, message: str, spill: str | None = None, unwritten: int = 0) -> None:
+        super().__init__(message)
+        self.spill = spill
+        self.unwritten = unwritten
 
 
 class MissingExtra(MosaicError, ImportError):

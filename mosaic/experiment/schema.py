@@ -512,6 +512,10 @@ class StoreConfig(StrictModel):
         default="all",
         description="all, episodes or none (true and false still mean all and episodes)",
     )
+    outage_s: float = Field(
+        default=60.0, gt=0, le=86_400,
+        description="seconds (> 0) the store may refuse every write before the runs fail",
+    )
 
     @field_validator("path")
     @classmethod

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -27,6 +28,7 @@ from mosaic.core.checkpoints import (
     read_checkpoint,
     write_checkpoint,
 )
+from mosaic.core.errors import StoreLost
 from mosaic.core.seeding import phase_seed
 from mosaic.messages import (
     CheckpointPaths,
@@ -36,6 +38,7 @@ from mosaic.messages import (
 )
 from mosaic.orchestration.governing import WAIT_SLICE_MS, govern
 from mosaic.runtime.placement import kill_all_processes
+from mosaic.store.writer import CALL_TIMEOUT_S
 from mosaic.transport import pin_io_threads
 from mosaic.transport.keys import CurveKeys, load_keys
 
@@ -111,6 +114,8 @@ class Executor:
         if jobs < 1:
             raise ValueError(f"jobs must be at least 1, got {jobs}")
         self.exit_at_once = exit_at_once
+        #: A synchronous call to the store waits out an outage before it gives up.
+        self._store_timeout = store.outage_s + CALL_TIMEOUT_S
         self._active: set[RunContext] = set()
         self._lock = threading.Lock()
         self._signals = 0
@@ -136,6 +141,15 @@ class Executor:
         # step with threads from 28% to 13% of throughput (benchmarks/throughput.py).
         if store.thread_id is not None and jobs == 1:
             pin_thread(store.thread_id, self.hot_cpu)
+        store.on_lost(self._on_store_lost)
+
+    def _on_store_lost(self, error: StoreLost) -> None:
+        """The store is lost (on the writer's thread): stop every active run in order; they
+        are failed for it, and no other run starts."""
+        log.error("%s; stopping the runs", error)
+        for ctx in list(self._active):
+            ctx.failed.set()
+            ctx.cancelled.set()
 
     # -- signals --------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -190,7 +204,8 @@ class Executor:
                         self._run_phases(experiment_id, prefix, index, seed, self.hot_cpu))
             else:
                 results = self._run_concurrently(experiment_id, prefix, seeds)
-            self.store.flush(FLUSH_TIMEOUT_S)
+            if self.store.lost is None:
+                self.store.flush(FLUSH_TIMEOUT_S)
         return results
 
     def _run_concurrently(self, experiment_id: int, prefix: str,
@@ -221,7 +236,7 @@ class Executor:
         base = f"{prefix}-r{index}"
         results = []
         for phase_index, phase in enumerate(experiment.phase_names(index)):
-            if self.cancelled_by is not None:
+            if self.cancelled_by is not None or self.store.lost is not None:
                 break
             run_uid = base if experiment.phases is None else f"{base}-{phase}"
             config = experiment.run_config(index, phase_index)
@@ -283,7 +298,7 @@ class Executor:
              config: RunConfig, cpu: int | None, problem: str | None = None) -> RunResult:
         params = self.experiment.run_params(index)
         run_id = self.store.run_started(experiment_id, run_uid, index, seed,
-                                        params=params or None)
+                                        self._store_timeout, params=params or None)
         if problem is not None:
             log.error("run %s: %s", run_uid, problem)
             self.store.run_finished(run_id, "failed", problem, 0, 0)
@@ -293,7 +308,7 @@ class Executor:
                                  self._keys)
         with self._lock:
             self._active.add(ctx)
-        if self.cancelled_by is not None:
+        if self.cancelled_by is not None or self.store.lost is not None:
             ctx.cancelled.set()
         ctx.hot_cpu = cpu
         started = time.monotonic()
@@ -309,11 +324,14 @@ class Executor:
             with self._lock:
                 self._active.discard(ctx)
         progress = ctx.progress
+        status, error = self._checked(run_id, run_uid, status, error)
         if status != "failed":  # else a brain may have died before its last save
             _save_position(config, progress.chain, progress.positions)
         self.store.run_finished(run_id, status, error, progress.episodes, progress.steps,
                                 progress.digest)
-        self.store.flush(FLUSH_TIMEOUT_S)
+        if self.store.lost is None:
+            with contextlib.suppress(StoreLost):  # the run's end is in the spill file then
+                self.store.flush(FLUSH_TIMEOUT_S)
         return RunResult(
             run_uid, index, seed, config.phase, status, error, progress.episodes, progress.steps,
             progress.return_sum / progress.episodes if progress.episodes else None,
@@ -328,6 +346,25 @@ class Executor:
             params,
             node,
         )
+
+    def _checked(self, run_id: int, run_uid: str, status: str,
+                 error: str | None) -> tuple[str, str | None]:
+        """The run's status and error once the store has written everything it was given of
+        the run: a run whose records the store lost, or does not hold all of, has failed."""
+        problem = None
+        if self.store.lost is None:
+            with contextlib.suppress(StoreLost):  # said below
+                problem = self.store.verify_run(run_id, self._store_timeout)
+        lost = self.store.lost
+        if lost is not None:
+            return "failed", str(lost)
+        if problem is None:
+            return status, error
+        log.error("run %s: %s", run_uid, problem)
+        if status == "finished":
+            return "failed", problem
+        return status, problem if error is None else f"{error}; {problem}"
+
 
 def _resume_point(path: Path) -> ResumePoint | None:
     """The position saved in the checkpoint at ``path``, if it has one."""

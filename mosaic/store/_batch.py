@@ -11,6 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from mosaic.core.errors import StoreError
 from mosaic.store import schema
 from mosaic.store._values import Encode
 
@@ -65,9 +66,14 @@ class Batch:
     retried item by item, losing only the offending items.
     """
 
-    __slots__ = ("episodes", "finishes", "metrics", "steps", "transitions", "units")
+    __slots__ = ("episodes", "finishes", "metrics", "seq", "steps", "transitions", "tried",
+                 "units")
 
     def __init__(self) -> None:
+        #: Its number among the writer's transactions, and whether a commit was tried: a
+        #: retry first asks the store whether that commit happened after all.
+        self.seq = 0
+        self.tried = False
         self.steps: list[tuple[Any, ...]] = []
         self.transitions: list[dict[str, Any]] = []
         self.episodes: list[dict[str, Any]] = []
@@ -99,6 +105,68 @@ class Batch:
             part.add(kind, params)
             parts.append(part)
         return parts
+
+
+def steps_insert(engine: sa.Engine) -> str | None:
+    """The driver's own SQL for inserting step rows in :data:`schema.STEP_COLUMNS` order on
+    SQLite, whose driver's ``executemany`` is several times faster than Core's per-row
+    parameter processing; None for another database (Core's insert serves it)."""
+    if engine.dialect.name != "sqlite":
+        return None
+    compiled = sa.insert(schema.steps).compile(dialect=engine.dialect,
+                                               column_keys=list(schema.STEP_COLUMNS))
+    if tuple(compiled.positiontup or ()) != schema.STEP_COLUMNS:
+        raise StoreError("unexpected column order in the compiled steps insert")
+    return str(compiled)
+
+
+def write_batch(conn: sa.Connection, batch: Batch, steps_sql: str | None) -> list[int]:
+    """Execute ``batch`` in ``conn``'s transaction; return the ids of runs it finishes that the
+    store does not hold (a finish then changes nothing).
+
+    Runs' children first, run ends last: a run is never seen finished without the steps that
+    were enqueued before its end. ``steps_sql`` is :func:`steps_insert`'s.
+    """
+    if batch.transitions:
+        conn.execute(INSERT_TRANSITION, batch.transitions)
+    if batch.steps:
+        if steps_sql is not None:
+            conn.exec_driver_sql(steps_sql, batch.steps)
+        else:
+            keys = schema.STEP_COLUMNS
+            conn.execute(sa.insert(schema.steps),
+                         [dict(zip(keys, row, strict=True)) for row in batch.steps])
+    if batch.episodes:
+        conn.execute(sa.insert(schema.episodes), batch.episodes)
+    if batch.metrics:
+        conn.execute(sa.insert(schema.metrics), batch.metrics)
+    if batch.finishes:
+        result = conn.execute(FINISH_RUN, batch.finishes)
+        if conn.dialect.supports_sane_multi_rowcount and result.rowcount < len(batch.finishes):
+            ids = sorted({p["p_id"] for p in batch.finishes})
+            held = set(conn.execute(sa.select(schema.runs.c.id)
+                                    .where(schema.runs.c.id.in_(ids))).scalars())
+            return [run for run in ids if run not in held]
+    return []
+
+
+def set_meta(conn: sa.Connection, key: str, value: str) -> None:
+    """Set ``key`` of the store's ``meta`` table to ``value`` in ``conn``'s transaction."""
+    meta = schema.meta
+    updated = conn.execute(sa.update(meta).where(meta.c.key == key).values(value=value))
+    if updated.rowcount == 0:
+        conn.execute(sa.insert(meta).values(key=key, value=value))
+
+
+def get_meta(conn: sa.Connection, key: str) -> str | None:
+    """The value of ``key`` in the store's ``meta`` table, or None."""
+    meta = schema.meta
+    found = conn.execute(sa.select(meta.c.value).where(meta.c.key == key)).scalar_one_or_none()
+    return None if found is None else str(found)
+
+
+def delete_meta(conn: sa.Connection, key: str) -> None:
+    conn.execute(sa.delete(schema.meta).where(schema.meta.c.key == key))
 
 
 def step_params(rows: Iterable[StepRow], encode: Encode) -> list[tuple[Any, ...]]:

@@ -6,6 +6,10 @@ observations and actions, and writes everything it drained in one transaction. A
 with SIGKILL therefore loses at most what it enqueued in the last interval (plus any backlog, if
 it produced faster than the database accepts); everything committed before stays readable.
 
+A store that refuses writes for a while (a database restart, a locked file) loses nothing: the
+records wait, in memory and then in a spill file, and are written when it takes writes again.
+One that refuses them for ``outage_s`` seconds is *lost*: see :attr:`StoreWriter.lost`.
+
 This module is the caller side. What runs on the writer thread is in
 :mod:`mosaic.store._writer_thread`, and the queued items and batches in :mod:`mosaic.store._batch`.
 """
@@ -25,7 +29,7 @@ from typing import Any, Self, TypeVar
 
 import sqlalchemy as sa
 
-from mosaic.core.errors import StoreError
+from mosaic.core.errors import StoreError, StoreLost
 from mosaic.store import schema
 from mosaic.store._batch import (
     CALL,
@@ -57,6 +61,10 @@ _POLL = 0.05
 #: How long a synchronous record (an experiment, a run) may wait for the writer. Generous: the
 #: writer may first have to commit a backlog of steps, or wait out another SQLite writer's lock.
 CALL_TIMEOUT_S = 30.0
+#: How long the store may refuse every write before it is given up on (``store.outage_s``).
+OUTAGE_S = 60.0
+#: How many records wait in memory for a store that refuses writes; the rest wait on disk.
+BUFFER_ROWS = 100_000
 
 
 class StoreWriter(WriterThreadMixin):
@@ -75,10 +83,19 @@ class StoreWriter(WriterThreadMixin):
     The queue is unbounded: a caller that produces faster than the database accepts for long
     grows memory (:attr:`queued` shows how far behind the writer is).
 
-    A database error in the writer thread loses the records of that transaction (for a
-    constraint violation, only the offending call's records), is logged once, and is raised as
-    StoreError by the next synchronous call, :meth:`flush` or :meth:`close`, whichever comes first.
-    Nothing here waits without a timeout.
+    A write the database cannot take now (a restart, a dropped connection, a locked file, a
+    full disk) is tried again with backoff; meanwhile the records wait in memory, past
+    ``buffer_rows`` of them in a spill file (:mod:`mosaic.store._spill`), and are written in
+    order once it succeeds. If no write succeeds for ``outage_s`` seconds (5 s for a full
+    disk), the store is lost: every record not written, then and later, goes to the spill
+    file, the listeners of :meth:`on_lost` are told, synchronous calls and flushes raise
+    :class:`~mosaic.core.errors.StoreLost`, and so does :meth:`close`, naming the spill file
+    (``mosaic store recover`` writes it in later).
+
+    Records the database refuses as such (a constraint violation: only the offending call's
+    records) or that cannot be converted are dropped, logged once, and raised as StoreError by
+    the next synchronous call, :meth:`flush` or :meth:`close`, whichever comes first; and
+    :meth:`verify_run` tells a run that lost any. Nothing here waits without a timeout.
     """
 
     def __init__(
@@ -89,11 +106,17 @@ class StoreWriter(WriterThreadMixin):
         flush_interval: float = 0.25,
         encode: Encode | None = None,
         compress_above: int | None = COMPRESS_ABOVE,
+        outage_s: float = OUTAGE_S,
+        buffer_rows: int = BUFFER_ROWS,
     ) -> None:
         if batch_rows < 1:
             raise ValueError(f"batch_rows must be at least 1, got {batch_rows}")
         if not flush_interval > 0:
             raise ValueError(f"flush_interval must be positive, got {flush_interval}")
+        if not outage_s > 0:
+            raise ValueError(f"outage_s must be positive, got {outage_s}")
+        if buffer_rows < 1:
+            raise ValueError(f"buffer_rows must be at least 1, got {buffer_rows}")
         if compress_above is not None and compress_above < 1:
             raise ValueError(f"compress_above must be at least 1 or None, got {compress_above}")
         self._location: StoreLocation = locate(url_or_path)
@@ -105,6 +128,8 @@ class StoreWriter(WriterThreadMixin):
             )
         self._batch_rows = batch_rows
         self._flush_interval = flush_interval
+        self._outage_s = outage_s
+        self._buffer_rows = buffer_rows
         self._encode = encode
         self._compress_above = compress_above
         self._queue: deque[tuple[int, Any]] = deque()
@@ -115,6 +140,10 @@ class StoreWriter(WriterThreadMixin):
         self._closed = False
         self._startup_error: StoreError | None = None
         self._error: StoreError | None = None
+        self._lost: StoreLost | None = None
+        self._lost_why = ""
+        self._lost_listeners: list[Callable[[StoreLost], None]] = []
+        self._run_uids: dict[int, str] = {}
         # Approximate, updated without a lock by producers: it only decides when to wake early.
         self._pending_rows = 0
         self._stats = WriterStats()
@@ -127,6 +156,25 @@ class StoreWriter(WriterThreadMixin):
     def queued(self) -> int:
         """How many calls are enqueued and not yet taken up by the writer thread."""
         return len(self._queue)
+
+    @property
+    def outage_s(self) -> float:
+        """How long the store may refuse every write before it is lost."""
+        return self._outage_s
+
+    @property
+    def lost(self) -> StoreLost | None:
+        """Why the store is lost, once it is (see the class); None while it is not."""
+        return self._lost
+
+    def on_lost(self, listener: Callable[[StoreLost], None]) -> None:
+        """Call ``listener`` with the error once the store is lost (on the writer thread: it
+        must only set flags). A listener added after the loss is called at once."""
+        with self._lock:
+            self._lost_listeners.append(listener)
+            lost = self._lost
+        if lost is not None:
+            listener(lost)
 
     @property
     def stats(self) -> WriterStats:
@@ -188,6 +236,9 @@ class StoreWriter(WriterThreadMixin):
                 f"the store writer did not finish within {timeout} s; "
                 f"about {len(self._queue)} queued records may be lost"
             )
+        lost = self._lost
+        if lost is not None:  # the final count of what waits in the spill file
+            raise self._lost_error(self._lost_why)
         self._raise_pending()
 
     def __enter__(self) -> Self:
@@ -208,11 +259,14 @@ class StoreWriter(WriterThreadMixin):
 
         Returns True once it is, False if ``timeout`` seconds passed first (the records are still
         queued and will be written). Raises StoreError with a pending writer error, or if the
-        writer is not started or its thread has stopped.
+        writer is not started or its thread has stopped; StoreLost once the store is lost
+        (nothing is committed any more).
         """
         thread = self._thread
         if thread is None:
             raise StoreError("this store writer is not started; call start() first")
+        if self._lost is not None:
+            raise self._lost
         if not thread.is_alive():
             self._raise_pending()
             if self._closed:
@@ -279,10 +333,20 @@ class StoreWriter(WriterThreadMixin):
 
         def insert(conn: sa.Connection) -> int:
             run_id = insert_returning_id(conn, schema.runs, row, "run")
-            self._active_runs.add(run_id)
+            self._note_run(run_id, uid)
             return run_id
 
         return self._call(insert, timeout, f"recording run {uid!r}")
+
+    def verify_run(self, run_id: int, timeout: float = CALL_TIMEOUT_S) -> str | None:
+        """Check that the store holds every step, episode and metric row of run ``run_id`` that
+        this writer was given, once everything enqueued before is written: None if it does,
+        else what it lacks, in words (rows refused or that could not be encoded).
+
+        Raises StoreError as the other synchronous calls do (StoreLost once the store is lost).
+        """
+        return self._call(lambda conn: self._verify(conn, run_id), timeout,
+                          f"checking the records of run {run_id}")
 
     # -- asynchronous records ----------------------------------------------------------------
 
@@ -412,6 +476,8 @@ class StoreWriter(WriterThreadMixin):
             raise StoreError(f"{what}: the store writer is not started; call start() first")
         if self._closed or not thread.is_alive():
             raise StoreError(f"{what}: the store writer is closed")
+        if self._lost is not None:
+            raise self._lost
         self._raise_pending()
         result: Future[T] = Future()
         self._queue.append((CALL, (fn, result, what)))

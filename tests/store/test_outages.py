@@ -1,0 +1,220 @@
+"""A store that refuses writes, for real: the SQLite file on a small tmpfs that fills up.
+
+A disk that fills and frees again loses nothing (the records wait, past the buffer in a spill
+file, and are written in order); one that stays full loses the store within seconds, keeps
+every record in the spill file, and ``recover_spill`` writes them in once there is room. Rows
+the writer could not even encode are found by ``verify_run``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sqlite3
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mosaic.core.errors import StoreError, StoreLost
+from mosaic.store import StoreWriter
+from mosaic.store._outage import FULL_GRACE_S
+from mosaic.store.recover import recover_spill
+from tests.store.test_writer import count, make_writer, new_run
+
+pytestmark = pytest.mark.timeout(90)
+
+#: Step rows whose observations do not compress: 2 KB each, so a few thousand fill the disk.
+OBSERVATION_FLOATS = 256
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MB tmpfs, mounted for the test (as root) and unmounted after it."""
+    if os.geteuid() != 0:
+        pytest.fail("the full-disk tests mount a small tmpfs, which needs root", pytrace=False)
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], check=True,
+                   timeout=20, capture_output=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], timeout=20, capture_output=True)
+
+
+@pytest.fixture
+def spill_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The temporary folder, where a spill file goes when the store's disk cannot take it."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+def fill(folder: Path) -> Path:
+    """Fill ``folder``'s file system to the last byte with one file; return it."""
+    filler = folder / "filler"
+    block = b"\xff" * 65536
+    with open(filler, "wb", buffering=0) as file:
+        while True:
+            try:
+                file.write(block)
+            except OSError as error:
+                if error.errno != errno.ENOSPC:
+                    raise
+                if len(block) == 1:
+                    return filler
+                block = block[: len(block) // 2]
+
+
+def noisy_steps(run_id: int, episode: int, count: int) -> list[tuple[Any, ...]]:
+    rng = np.random.default_rng(episode)
+    return [(run_id, "env", episode, step, "agent", "agent_0", rng.random(OBSERVATION_FLOATS),
+             step % 2, 1.0, False, step == count - 1) for step in range(count)]
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {timeout} s: {what}")
+        time.sleep(0.02)
+
+
+def test_a_disk_that_fills_and_frees_again_loses_nothing(small_disk: Path, spill_folder: Path,
+                                                         writers: list[StoreWriter]) -> None:
+    """Records written while the disk is full wait (past the buffer in the spill file, which
+    moves to the temporary folder), and all are written in order once there is room; the run
+    never sees an error and the spill file is gone."""
+    store = small_disk / "results.sqlite"
+    writer = make_writer(writers, store, buffer_rows=200, flush_interval=0.05)
+    run = new_run(writer)
+    writer.record_steps(noisy_steps(run, 0, 50))
+    assert writer.flush(10)
+    filler = fill(small_disk)
+    for episode in range(1, 9):
+        writer.record_steps(noisy_steps(run, episode, 100))
+        writer.record_transition(run, f"e{episode - 1}", f"e{episode}", None)
+        if episode == 1:  # the rest comes during the outage
+            wait_for(lambda: writer.stats.retries > 0, 10, "a write failed on the full disk")
+    wait_for(lambda: writer.stats.rows_spilled > 0, 10, "records past the buffer spilled")
+    filler.unlink()
+    assert writer.flush(30)
+    assert writer.lost is None
+    assert count(store, "steps") == 850
+    db = sqlite3.connect(store)
+    try:
+        order = [row[0] for row in db.execute("SELECT to_state FROM transitions ORDER BY seq")]
+    finally:
+        db.close()
+    assert order == [f"e{episode}" for episode in range(1, 9)]
+    assert writer.verify_run(run) is None
+    writer.close()
+    assert writer.stats.rows_dropped == 0
+    assert list(spill_folder.iterdir()) == []
+    assert sorted(p.name for p in small_disk.iterdir()) == ["results.sqlite",
+                                                           "results.sqlite-shm",
+                                                           "results.sqlite-wal"]
+
+
+def test_a_disk_that_stays_full_loses_the_store_and_recover_writes_every_record_in(
+        small_disk: Path, spill_folder: Path, writers: list[StoreWriter]) -> None:
+    """A full disk is given up on after its grace, not the whole outage: the listeners hear
+    of it, flush and close raise StoreLost naming the store and the spill file, the file is
+    intact, and once there is room ``recover_spill`` writes every record in, the run's end too."""
+    store = small_disk / "results.sqlite"
+    writer = make_writer(writers, store, outage_s=600, flush_interval=0.05)
+    heard: list[StoreLost] = []
+    writer.on_lost(heard.append)
+    run = new_run(writer)
+    writer.record_steps(noisy_steps(run, 0, 50))
+    assert writer.flush(10)
+    filler = fill(small_disk)
+    started = time.monotonic()
+    for episode in range(1, 5):
+        writer.record_steps(noisy_steps(run, episode, 100))
+    wait_for(lambda: writer.lost is not None, FULL_GRACE_S + 20, "the store given up on")
+    assert time.monotonic() - started < FULL_GRACE_S + 20
+    assert len(heard) == 1 and heard[0] is writer.lost
+    with pytest.raises(StoreLost):
+        writer.flush(5)
+    with pytest.raises(StoreLost):
+        writer.verify_run(run)
+    writer.record_steps(noisy_steps(run, 5, 100))  # after the loss: to the spill file too
+    writer.run_finished(run, "failed", "the store was lost", 6, 550)
+    with pytest.raises(StoreLost) as lost:
+        writer.close()
+    error = lost.value
+    assert error.spill is not None and Path(error.spill).parent == spill_folder
+    assert str(store) in str(error) and "disk is full" in str(error)
+    assert f"mosaic store recover {error.spill} --store {store}" in str(error)
+    db = sqlite3.connect(store)
+    try:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        # A write may fit in the space the WAL file already had before the disk is found full.
+        written = db.execute("SELECT count(*) FROM steps").fetchone()[0]
+    finally:
+        db.close()
+    assert 50 <= written < 550
+    assert error.unwritten == 550 - written + 1  # the run's end too
+
+    filler.unlink()
+    done = recover_spill(error.spill, store)
+    assert (done.written, done.already, done.runs, done.cut_off) == (
+        error.unwritten, 0, ("run-1",), 0)
+    assert not Path(error.spill).exists()
+    assert count(store, "steps") == 550
+    db = sqlite3.connect(store)
+    try:
+        assert db.execute("SELECT status, steps FROM runs").fetchall() == [("failed", 550)]
+        assert db.execute("SELECT count(*) FROM meta WHERE key LIKE 'spill:%'").fetchone() == (0,)
+    finally:
+        db.close()
+
+
+def test_recover_refuses_a_store_the_runs_were_not_recorded_in(
+        small_disk: Path, spill_folder: Path, tmp_path: Path, writers: list[StoreWriter]) -> None:
+    store = small_disk / "results.sqlite"
+    writer = make_writer(writers, store, flush_interval=0.05)
+    run = new_run(writer)
+    filler = fill(small_disk)
+    writer.record_steps(noisy_steps(run, 0, 100))
+    wait_for(lambda: writer.lost is not None, FULL_GRACE_S + 20, "the store given up on")
+    with pytest.raises(StoreLost) as lost:
+        writer.close()
+    spill = lost.value.spill
+    assert spill is not None
+    filler.unlink()
+
+    other = tmp_path / "other.sqlite"
+    with StoreWriter(other) as second:
+        new_run(second, "another-run")
+    with pytest.raises(StoreError, match="give --store the store those runs were recorded in"):
+        recover_spill(spill, other)
+    with pytest.raises(StoreError, match="not a mosaic spill file"):
+        recover_spill(other, store)
+    assert Path(spill).exists() and count(store, "steps") < 100
+
+
+def test_verify_run_names_the_rows_the_store_does_not_hold(tmp_path: Path,
+                                                           writers: list[StoreWriter]) -> None:
+    """A row that cannot be encoded is dropped (and reported); the run's check says so."""
+    store = tmp_path / "results.sqlite"
+    writer = make_writer(writers, store)
+    run = new_run(writer)
+    rows = noisy_steps(run, 0, 3)
+    rows[1] = (*rows[1][:6], lambda: None, *rows[1][7:])  # pickle refuses it
+    writer.record_steps(rows)
+    writer.record_episode(run, "env", 0, 3, 3.0, {"agent_0": 3.0}, False, True, None)
+    with pytest.raises(StoreError, match="1 of 3 step rows cannot be stored"):
+        writer.flush(10)
+    problem = writer.verify_run(run)
+    assert problem is not None and "holds 2 of 3 steps" in problem and str(store) in problem
+    other = new_run(writer, "run-2")
+    assert writer.verify_run(other) is None
