@@ -4,6 +4,12 @@ dashboard); stopped and removed afterwards, leaving no process behind.
 
 The second node offers a custom resource, :data:`SECOND_NODE`, so that an experiment can ask
 for it and land there. Both nodes' workers import mosaic from this checkout (``PYTHONPATH``).
+
+The cluster and its drivers (whatever runs with :attr:`Cluster.env`) are kept apart from the
+user's own Ray: ``HOME`` is a folder of the cluster's (so ``~/.ray``, where Ray 2.60+ finds an
+``auth_token`` that turns token authentication on, is not the user's), and no inherited
+``RAY_*`` variable (``RAY_ADDRESS``, ``RAY_AUTH_MODE``, ``RAY_AUTH_TOKEN``, ...) reaches them;
+only those set here do.
 Anything that keeps the cluster from starting is a :class:`ClusterError` with the reason: the
 tests fail with it, they never skip (also not when ray is missing).
 """
@@ -38,12 +44,15 @@ class ClusterError(RuntimeError):
 
 @dataclass
 class Cluster:
-    """A running test cluster: the head's address, both nodes' temp folders and node ids."""
+    """A running test cluster: the head's address, both nodes' temp folders and node ids, and
+    the environment of every process that belongs to it or connects to it."""
 
     address: str
     head_dir: Path
     second_dir: Path
     env: dict[str, str]
+    #: The ``HOME`` of the nodes and of the drivers that use :attr:`env`.
+    home: Path
     head_node: str = ""
     second_node: str = ""
     _pids: set[int] = field(default_factory=set)
@@ -89,7 +98,8 @@ def start(pythonpath: tuple[str, ...] = ()) -> Cluster:
     ray = ray_binary()
     head_dir = Path(tempfile.mkdtemp(prefix="mr-h-"))
     second_dir = Path(tempfile.mkdtemp(prefix="mr-s-"))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    home = Path(tempfile.mkdtemp(prefix="mr-home-"))
+    env = {**isolated_environ(home), "PYTHONPATH": os.pathsep.join(
         p for p in (str(REPO), *pythonpath, os.environ.get("PYTHONPATH", "")) if p),
         "RAY_USAGE_STATS_ENABLED": "0", "RAY_DISABLE_DOCKER_CPU_WARNING": "1",
         # Ray starts its workers at nice 15; on a machine shared with other work that halves
@@ -98,7 +108,7 @@ def start(pythonpath: tuple[str, ...] = ()) -> Cluster:
     port = free_port()
     address = f"127.0.0.1:{port}"
     env["RAY_ADDRESS"] = address  # what `auto` finds, as after a `ray start` on this machine
-    cluster = Cluster(address, head_dir, second_dir, env)
+    cluster = Cluster(address, head_dir, second_dir, env, home)
     common = ["--num-cpus=1", f"--object-store-memory={OBJECT_STORE_BYTES}",
               "--disable-usage-stats", "--node-ip-address=127.0.0.1"]
     try:
@@ -116,7 +126,7 @@ def start(pythonpath: tuple[str, ...] = ()) -> Cluster:
 
 def stop(cluster: Cluster) -> None:
     """Stop both nodes (``ray stop`` only knows one temp folder: their processes are ended
-    here, by pid, SIGTERM then SIGKILL) and remove their folders."""
+    here, by pid, SIGTERM then SIGKILL) and remove their folders and the cluster's ``HOME``."""
     try:
         for _ in range(2):
             pids = cluster.node_processes()
@@ -135,6 +145,15 @@ def stop(cluster: Cluster) -> None:
     finally:
         shutil.rmtree(cluster.head_dir, ignore_errors=True)
         shutil.rmtree(cluster.second_dir, ignore_errors=True)
+        shutil.rmtree(cluster.home, ignore_errors=True)
+
+
+def isolated_environ(home: Path) -> dict[str, str]:
+    """This process's environment without any ``RAY_*`` variable, with ``HOME`` at ``home``:
+    what the user set up for their own Ray (an address, an auth mode or token, ``~/.ray``)
+    cannot reach the test cluster."""
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("RAY_")},
+            "HOME": str(home)}
 
 
 def _ray(env: dict[str, str], *command: str, what: str) -> None:

@@ -2,7 +2,9 @@
 runs spread over both nodes, a component placed on the second one with the same digest as in a
 thread, a Ctrl-C that leaves no mosaic actor behind, and a node killed mid-run.
 
-Without ray these tests fail (ClusterError says what to install); they never skip.
+Without ray these tests fail (ClusterError says what to install); they never skip. Each runs as
+on a researcher's machine with a Ray of their own set up (``~/.ray/auth_token``, ``RAY_ADDRESS``,
+``RAY_AUTH_*``), which the test cluster must ignore.
 """
 
 from __future__ import annotations
@@ -68,14 +70,33 @@ def _experiment(folder: Path, *, runs: int = 2, episodes: int = 3, sleep_s: floa
         second=ray_cluster.SECOND_NODE, store=folder / "results.sqlite", extra=extra))
 
 
+@pytest.fixture(autouse=True)
+def users_own_ray(tmp_path_factory: pytest.TempPathFactory,
+                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The user's Ray, as Ray 2.60+ finds it: a token in ``~/.ray/auth_token``, which turns
+    token authentication on for a node started with that ``HOME`` (the second node's
+    ``ray start`` then failed with ``InvalidAuthToken``), and the address of another cluster."""
+    home = tmp_path_factory.mktemp("users-home")
+    (home / ".ray").mkdir()
+    (home / ".ray" / "auth_token").write_text("a-token-of-the-users-own-cluster-0123456789")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{ray_cluster.free_port()}")
+
+
 @pytest.fixture
-def cluster() -> Iterator[ray_cluster.Cluster]:
+def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[ray_cluster.Cluster]:
     started = ray_cluster.start()
     try:
+        # This process too (a ray.init here) sees the cluster's environment, not the user's.
+        for name in [name for name in os.environ if name.startswith("RAY_")]:
+            monkeypatch.delenv(name)
+        for name in ("HOME", "RAY_ADDRESS"):
+            monkeypatch.setenv(name, started.env[name])
         yield started
     finally:
         ray_cluster.stop(started)
         assert not started.node_processes(), "a process of the test cluster outlived it"
+        assert not started.home.exists(), "the test cluster's HOME outlived it"
 
 
 def _start(cluster: ray_cluster.Cluster, *args: str) -> subprocess.Popen[str]:
