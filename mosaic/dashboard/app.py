@@ -11,6 +11,7 @@ from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount
@@ -21,7 +22,7 @@ from mosaic.dashboard import manual_routes, run_routes
 from mosaic.dashboard.curves import CurveCache
 from mosaic.dashboard.live import POLL_INTERVAL, StoreWatcher
 from mosaic.dashboard.manual import BrowserManual
-from mosaic.dashboard.security import ASGIApp, Guard
+from mosaic.dashboard.security import ASGIApp, BodyLimit, Guard
 from mosaic.store import Store
 
 __all__ = ["Dashboard", "create_app"]
@@ -74,6 +75,9 @@ def create_app(dashboard: Dashboard, closing: threading.Event | None = None) -> 
         routes=[*run_routes.routes, *manual_routes.routes,
                 Mount("/static", StaticFiles(directory=STATIC), name="static")],
         exception_handlers={run_routes.BadRequest: as_json, MosaicError: as_json},
+        # Inside Starlette's handling of errors (a 500 for anything unhandled), outside that of
+        # the routes: the read that passes the limit raises through the route to it.
+        middleware=[Middleware(BodyLimit)],
         lifespan=lifespan,
     )
     return Guard(app, dashboard.token)

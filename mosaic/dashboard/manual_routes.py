@@ -74,8 +74,12 @@ async def session_page(request: Request) -> Response:
 
 
 async def _body(request: Request) -> dict[str, Any]:
+    """The request's JSON object; BadRequest (400) for anything else, too deep included.
+    (Its size is bounded before: see mosaic.dashboard.security.BodyLimit.)"""
     try:
         data = json.loads(await request.body() or b"{}")
+    except RecursionError:
+        raise BadRequest("the body is JSON nested too deep") from None
     except ValueError:
         raise BadRequest("the body must be a JSON object") from None
     if not isinstance(data, dict):

@@ -12,6 +12,9 @@
   - a request that changes something (POST) must be JSON and, if it says where it comes from
     (``Origin``), come from the dashboard's own origin: a form on another site cannot post to it.
 
+* :class:`BodyLimit` is ASGI middleware that bounds every request body to
+  :data:`MAX_BODY_BYTES`: a larger one is answered with 413, and the rest of it is not read.
+
 Tokens are compared in constant time.
 """
 
@@ -25,9 +28,12 @@ from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-__all__ = ["COOKIE", "Guard", "check_bind", "is_loopback"]
+__all__ = ["COOKIE", "MAX_BODY_BYTES", "BodyLimit", "BodyTooLarge", "Guard", "check_bind",
+           "is_loopback"]
 
 COOKIE = "mosaic_token"
+#: The largest request body the dashboard reads: its commands are a few bytes of JSON.
+MAX_BODY_BYTES = 1024 * 1024
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 
 Scope = MutableMapping[str, Any]
@@ -94,6 +100,63 @@ class Guard:
             return
         await self.app(scope, receive, send)
 
+
+class BodyTooLarge(Exception):
+    """A request body passed :data:`MAX_BODY_BYTES` while the application read it."""
+
+
+class BodyLimit:
+    """ASGI middleware: an HTTP request whose body is over ``limit`` bytes is answered with 413,
+    and the rest of its body is not read.
+
+    A ``Content-Length`` over the limit is refused before ``app`` runs (one that is not a number
+    with 400). A body without one (chunked) is counted as ``app`` reads it: the read that passes
+    the limit raises :class:`BodyTooLarge`, which this middleware answers with 413 (so it must
+    sit outside the application's own exception handling: Starlette's ``middleware=``).
+    """
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = f"the request body is over {self.limit} bytes"
+        lengths = [v for k, v in scope.get("headers", []) if k.lower() == b"content-length"]
+        if lengths:
+            try:
+                length = int(lengths[0])
+            except ValueError:
+                await _refuse(send, 400, "Content-Length is not a number")
+                return
+            if length > self.limit:
+                await _refuse(send, 413, too_large)
+                return
+        read = 0
+        started = False
+
+        async def counting() -> Message:
+            nonlocal read
+            message = await receive()
+            if message["type"] == "http.request":
+                read += len(message.get("body", b""))
+                if read > self.limit:
+                    raise BodyTooLarge(too_large)
+            return message
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counting, sending)
+        except BodyTooLarge:
+            if started:
+                raise
+            await _refuse(send, 413, too_large)
 
 
 def _carries_token(token: str, headers: dict[str, str], from_query: str | None) -> bool:

@@ -3,14 +3,17 @@ channel beyond it, and no path from a request to the file system."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+import socket
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
-from mosaic.dashboard.security import check_bind, is_loopback
+from mosaic.dashboard.security import MAX_BODY_BYTES, check_bind, is_loopback
 from tests.dashboard.conftest import REPO, served
 
 TOKEN = "s3cret-token-of-the-test"
@@ -113,3 +116,59 @@ def test_requests_name_runs_by_number_only(cartpole_store: Path) -> None:
         assert _get(server.url, "/static/../../store/reader.py")[0] == 404
         status, body, _ = _get(server.url, "/runs/99")
         assert status == 404 and "no run with id 99" in body
+
+
+MANUAL = REPO / "examples" / "manual_frozenlake.yml"
+
+
+def _post(url: str, path: str, headers: dict[str, str], parts: Iterable[bytes]) -> tuple[int, str]:
+    """POST ``parts`` as they come (the server may answer, and close, before all are sent);
+    return the answer's status and body. Fails on a server that waits for more (10 s)."""
+    host, port = url.removeprefix("http://").split(":")
+    head = "".join(f"{k}: {v}\r\n" for k, v in {"Host": f"{host}:{port}",
+                                                "Content-Type": "application/json",
+                                                **headers}.items())
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(f"POST {path} HTTP/1.1\r\n{head}\r\n".encode())
+        with contextlib.suppress(OSError):
+            for part in parts:
+                sock.sendall(part)
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        return response.status, response.read().decode()
+
+
+def test_a_body_over_1_mb_is_refused_with_413_without_reading_it() -> None:
+    assert MAX_BODY_BYTES == 1024 * 1024
+    kib = b" " * 1024
+    with served(None, (MANUAL,)) as server:
+        # Says 100 MB, sends 64 KiB of it: the answer comes at once.
+        status, body = _post(server.url, "/api/manual/0/close",
+                             {"Content-Length": str(100_000_000)}, [kib * 64])
+        assert status == 413 and "over 1048576 bytes" in body
+        # Chunked, without a length: refused once the chunks pass 1 MiB (no last chunk is sent:
+        # a server that read on would wait for it).
+        chunk = f"{len(kib) * 64:x}\r\n".encode() + kib * 64 + b"\r\n"
+        status, body = _post(server.url, "/api/manual/0/close",
+                             {"Transfer-Encoding": "chunked"}, [chunk] * 20)
+        assert status == 413 and "over 1048576 bytes" in body
+        # Just under the limit, the command runs.
+        padded = b'{"pad": "' + b"x" * (MAX_BODY_BYTES - 20) + b'"}'
+        status, body = _post(server.url, "/api/manual/0/close",
+                             {"Content-Length": str(len(padded))}, [padded])
+        assert status == 200, body
+
+
+@pytest.mark.parametrize(("body", "says"), [
+    (b"[" * 200_000 + b"]" * 200_000, "nested too deep"),
+    (b'{"n": ', "must be a JSON object"),
+    (b"\xff\xfe", "must be a JSON object"),
+    (b"[1, 2]", "must be a JSON object"),
+], ids=["too-deep", "truncated", "not-utf8", "not-an-object"])
+def test_a_body_that_is_not_a_json_object_is_400_without_a_traceback(body: bytes,
+                                                                     says: str) -> None:
+    with served(None, (MANUAL,)) as server:
+        status, answer = _post(server.url, "/api/manual/0/step",
+                               {"Content-Length": str(len(body))}, [body])
+    assert status == 400, answer
+    assert says in answer and "Traceback" not in answer and len(answer) < 200
