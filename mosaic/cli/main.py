@@ -24,6 +24,7 @@ from mosaic.cli.keys import keys
 from mosaic.cli.results import export, plot
 from mosaic.cli.store import store as store_group
 from mosaic.core.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_SIGNAL
+from mosaic.core.imports import user_folder_last
 from mosaic.core.process_exit import exit_process, exit_status
 
 log = logging.getLogger(__name__)
@@ -243,14 +244,15 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point.
 
     Modules of the user's own (environments, brains, muscles named in a file) are imported from
-    the current directory, as ``python -m`` does, and as component processes do.
+    the current directory, after the installed packages (a ``numpy.py`` there does not shadow
+    NumPy), as component processes do (see :func:`mosaic.core.imports.user_folder_last`).
 
-    SIGINT or SIGTERM ends the command with 130 or 143 (128 + the signal), as a shell reports a
-    process killed by it, until the command handles signals itself: ``experiment-start``
-    cancels its runs in order, and ``evaluate`` and ``manual`` stop their workers.
+    SIGINT, SIGTERM or SIGHUP ends the command with 130, 143 or 129 (128 + the signal), as a
+    shell reports a process killed by it, until the command handles signals itself:
+    ``experiment-start`` cancels its runs in order, and ``evaluate`` and ``manual`` stop their
+    workers.
     """
-    if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    user_folder_last()
     # One BLAS thread per process unless the user says otherwise (before NumPy loads, here and
     # in every component process, which inherits it): the networks of a run are small, a BLAS
     # thread pool only contends for the cores with the run's own processes, and starting it

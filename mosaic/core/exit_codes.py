@@ -10,4 +10,6 @@ __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_OK", "EXIT_SIGNAL"]
 #: store path, an option) is invalid and nothing was started.
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 #: A run cancelled by a signal exits as shells report a process killed by it: 128 + the signal.
-EXIT_SIGNAL: dict[int, int] = {signal.SIGINT: 130, signal.SIGTERM: 143}
+#: These are the signals that stop a command in order: Ctrl-C, ``kill``, and SIGHUP, which a
+#: closed terminal (or a lost SSH session) sends.
+EXIT_SIGNAL: dict[int, int] = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}

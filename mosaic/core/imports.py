@@ -16,6 +16,9 @@ Environments are named in one of three forms, told apart by :func:`parse_env_ref
 Every function here raises :class:`ImportPathError` when it cannot resolve a name. The message
 says what failed and the ``hint`` what to check, so that the experiment loader can turn it into a
 :class:`~mosaic.core.errors.ConfigError` at the right key.
+
+A module of the user's own (``my_env:MyEnv``, ``my_env.py`` in the current folder) is imported
+from the current folder, which :func:`user_folder_last` puts after the installed packages.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import importlib
 import os
 import pkgutil
 import re
+import sys
 from typing import Any, Literal
 
 from mosaic.core.errors import MissingExtra
@@ -38,6 +42,7 @@ __all__ = [
     "resolve_class",
     "resolve_env",
     "split_import_path",
+    "user_folder_last",
 ]
 
 EnvKind = Literal["gymnasium", "pettingzoo", "import"]
@@ -50,6 +55,23 @@ _SYS_PATH_HINT = (
     "check the spelling, and that the package is installed in this Python environment; a module "
     "of your own must be importable (installed, or its folder on PYTHONPATH)"
 )
+
+
+def user_folder_last() -> None:
+    """Make the current folder the last entry of ``sys.path``, after the installed packages.
+
+    The modules of a user's own that an experiment file names are imported from there, but a
+    ``numpy.py`` or ``sqlalchemy.py`` there must not shadow the package mosaic imports (``python
+    -m`` puts the folder first). Every mosaic process calls this before it imports anything of
+    a third party: the command, and each component process and zygote, which run with the
+    command's folder. Removes ``""``, ``"."`` and the folder itself from anywhere else in
+    ``sys.path``; does nothing where the folder no longer exists.
+    """
+    try:
+        here = os.getcwd()
+    except OSError:  # removed under this process: nothing can be imported from it anyway
+        return
+    sys.path[:] = [*(entry for entry in sys.path if entry not in ("", ".", here)), here]
 
 
 class ImportPathError(ImportError):

@@ -29,6 +29,7 @@ from mosaic.core.checkpoints import (
     write_checkpoint,
 )
 from mosaic.core.errors import StoreLost
+from mosaic.core.exit_codes import EXIT_SIGNAL
 from mosaic.core.seeding import phase_seed
 from mosaic.messages import (
     CheckpointPaths,
@@ -91,10 +92,11 @@ ProgressCallback = Callable[[int, RunContext], None]
 class Executor:
     """Runs the runs of one experiment, ``jobs`` at a time, recording them in the store.
 
-    Signals: the first SIGINT or SIGTERM cancels (the current run shuts down in order, later runs
-    do not start); a second SIGINT kills every component process and, with ``exit_at_once``
-    (a command's choice), exits at once with 130; without it (a library's), the runs then end
-    within their shutdown timeouts, every component of theirs already gone.
+    Signals: the first SIGINT, SIGTERM or SIGHUP (a closed terminal) cancels (the current run
+    shuts down in order, later runs do not start); a second SIGINT kills every component
+    process and, with ``exit_at_once`` (a command's choice), exits at once with 130; without it
+    (a library's), the runs then end within their shutdown timeouts, every component of theirs
+    already gone.
 
     With ``ray`` (a Ray address or ``auto``) or the file's ``executor: {ray: ...}``, each run is
     a task on that Ray cluster (:mod:`mosaic.orchestration.ray_runs`), all of them submitted at
@@ -173,8 +175,7 @@ class Executor:
         if threading.current_thread() is not threading.main_thread():
             yield
             return
-        previous = {sig: signal.signal(sig, self._on_signal)
-                    for sig in (signal.SIGINT, signal.SIGTERM)}
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in EXIT_SIGNAL}
         try:
             yield
         finally:

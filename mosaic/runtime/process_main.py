@@ -15,6 +15,7 @@ import signal
 import sys
 
 from mosaic.core.affinity import pin_current_thread
+from mosaic.core.imports import user_folder_last
 from mosaic.core.process_exit import exit_process
 from mosaic.runtime.heartbeat import start_beating
 from mosaic.runtime.processes.parent import PARENT_CHECK_S, die_with_parent, on_first_sigterm
@@ -39,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bootstrap-fd", type=int, default=None,
                         help="a pipe to read credentials from (see mosaic.runtime.bootstrap)")
     args = parser.parse_args(argv)
+    # Before any third-party import: the user's folder (this process's, as the command's) was
+    # put first by ``python -m``.
+    user_folder_last()
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The parent check is the main loop's, below, once the component serves.

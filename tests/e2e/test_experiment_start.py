@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -11,6 +14,7 @@ from tests.e2e.cli import (
     SIGNAL_EXIT_S,
     assert_store_consistent,
     cartpole,
+    mosaic_command,
     query,
     run_mosaic,
     start_mosaic,
@@ -107,8 +111,12 @@ def test_the_same_file_gives_the_same_digest_and_another_seed_another(tmp_path, 
 
 
 @pytest.mark.parametrize("placement", ["process", "thread"])
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143),
+                                           (signal.SIGHUP, 129)],
+                         ids=["SIGINT", "SIGTERM", "SIGHUP"])
 def test_a_signal_mid_run_shuts_down_in_order(tmp_path, process_tag, sig, code, placement):
+    # SIGHUP: the terminal was closed; the command stops as for SIGTERM (process_tag: no
+    # component process outlives it).
     path = write_experiment(tmp_path, cartpole(episodes=100_000, placement=placement))
     store = tmp_path / "results.sqlite"
     proc = start_mosaic("experiment-start", str(path), "--store", str(store))
@@ -254,3 +262,42 @@ def test_environments_in_processes_step_at_the_same_time(tmp_path, process_tag):
     assert len(spans["a"]) == len(spans["b"]) == 10
     overlapping = sum(1 for a0, a1 in spans["a"] for b0, b1 in spans["b"] if a0 < b1 and b0 < a1)
     assert overlapping >= 5, spans
+
+
+#: A module of the user's own, in the folder the command runs in: it notes every process that
+#: imports it.
+USER_ENV = """\
+import os
+from pathlib import Path
+
+from gymnasium.envs.classic_control import CartPoleEnv
+
+with open(Path(__file__).with_name("imported.log"), "a") as log:
+    log.write(f"{os.getpid()}\\n")
+
+
+class MyCartPole(CartPoleEnv):
+    pass
+"""
+
+
+@pytest.mark.parametrize("entry", ["script", "module"])
+def test_the_users_folder_does_not_shadow_mosaics_imports(tmp_path, process_tag, entry):
+    """A numpy.py or sqlalchemy.py in the folder the command runs in is not what mosaic (or
+    a component process) imports; the user's own module there, named in the file, is."""
+    for name in ("numpy", "sqlalchemy"):
+        (tmp_path / f"{name}.py").write_text(
+            f"raise RuntimeError('the {name}.py of the current folder was imported')\n")
+    (tmp_path / "my_env.py").write_text(USER_ENV)
+    write_experiment(tmp_path, cartpole(env="my_env:MyCartPole", placement="process"))
+    command = mosaic_command() if entry == "script" else [sys.executable, "-m", "mosaic"]
+    done = subprocess.run([*command, "experiment-start", "experiment.yml", "--store",
+                           "results.sqlite"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert done.returncode == 0, done.stderr
+    assert "current folder was imported" not in done.stderr + done.stdout
+    [(status, steps)] = query(tmp_path / "results.sqlite", "SELECT status, steps FROM runs")
+    assert status == "finished" and steps > 0
+    # The command (checking the file) and the environment's own process both imported it.
+    importers = set((tmp_path / "imported.log").read_text().split())
+    assert len(importers) >= 2, importers

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
+from mosaic.core.imports import user_folder_last
 from mosaic.core.process_exit import exit_process, exit_status
 from mosaic.runtime.processes.parent import die_with_parent
 from mosaic.runtime.processes.title import set_command_line
@@ -206,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ERROR zygote: bad arguments {args[:6]!r}: {error}", file=sys.stderr, flush=True)
         return 2
     die_with_parent(parent_pid, check_every=None)  # and the socket's end tells it too
+    user_folder_last()  # before the preloads; the forks inherit it (as process_main's own)
     gc.disable()  # no collection leaves holes in the pages the forks are to share
     for module in filter(None, options.get("--preload", "").split(",")):
         try:
