@@ -8,12 +8,14 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pykka
 import pytest
 
 from mosaic.transport.endpoints import IPC_FOLDER_PREFIX
+from tests import disks
 from tests.processes import TAG_VARIABLE, kill_all, tagged_processes
 
 SESSION_TAG = os.environ.setdefault(TAG_VARIABLE, uuid.uuid4().hex)
@@ -63,3 +65,25 @@ def process_tag(monkeypatch):
     left = wait_for_no_processes(tag)
     kill_all(left)
     assert not left, f"processes outlived the test: {left}"
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MB tmpfs for the test (see tests.disks); fails the test, never skips it, where it
+    cannot be mounted."""
+    try:
+        with disks.small_disk(tmp_path / "disk") as folder:
+            yield folder
+    except RuntimeError as error:
+        pytest.fail(str(error), pytrace=False)
+
+
+@pytest.fixture
+def spill_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The temporary folder of the test's processes (TMPDIR), where a spill file goes when the
+    store's disk cannot take it."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    monkeypatch.setenv("TMPDIR", str(folder))
+    return folder

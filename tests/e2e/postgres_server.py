@@ -119,8 +119,7 @@ def start() -> Server:
             try:
                 _run(as_user, bindir / "pg_ctl", "-D", str(server.data), "-l",
                      str(folder / "server.log"), "-w", "-t", str(START_TIMEOUT_S), "-o",
-                     # The data is thrown away afterwards: no need to wait for the disk.
-                     f"-p {server.port} -k {folder} -h 127.0.0.1 -c fsync=off", "start",
+                     _options(server.port, folder), "start",
                      folder=folder, timeout=START_TIMEOUT_S + 10, what="pg_ctl start")
                 return server
             except ServerError as error:
@@ -130,6 +129,22 @@ def start() -> Server:
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
+
+
+def halt(server: Server) -> None:
+    """Stop the server as an administrator's restart does (``fast``: clients are cut off), its
+    data kept; :func:`resume` starts it again on the same port."""
+    _run(server.as_user, server.bindir / "pg_ctl", "-D", str(server.data), "-m", "fast", "-w",
+         "-t", str(STOP_TIMEOUT_S), "stop", folder=server.folder, timeout=STOP_TIMEOUT_S + 10,
+         what="pg_ctl stop")
+
+
+def resume(server: Server) -> None:
+    """Start a :func:`halt`-ed server again, on its port."""
+    _run(server.as_user, server.bindir / "pg_ctl", "-D", str(server.data), "-l",
+         str(server.folder / "server.log"), "-w", "-t", str(START_TIMEOUT_S), "-o",
+         _options(server.port, server.folder), "start", folder=server.folder,
+         timeout=START_TIMEOUT_S + 10, what="pg_ctl start")
 
 
 def stop(server: Server) -> None:
@@ -142,6 +157,11 @@ def stop(server: Server) -> None:
         _kill_postmaster(server)
     finally:
         shutil.rmtree(server.folder, ignore_errors=True)
+
+
+def _options(port: int, folder: Path) -> str:
+    # The data is thrown away afterwards: no need to wait for the disk.
+    return f"-p {port} -k {folder} -h 127.0.0.1 -c fsync=off"
 
 
 def _unprivileged(folder: Path) -> tuple[str, ...]:

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.e2e import postgres_server
 from tests.e2e.cli import REPO, cartpole, query, run_mosaic, write_experiment
-from tests.e2e.postgres_server import PASSWORD, Server, ServerError
+from tests.e2e.postgres_server import PASSWORD, Server
 from tests.e2e.test_evaluate_store import write_evaluation
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -26,24 +25,6 @@ EPISODES = ("SELECT environment, episode, steps, total_return, terminated, trunc
             "FROM episodes ORDER BY episode")
 STEPS = ("SELECT episode, step, agent, slot, observation, action, reward, terminated, truncated "
          "FROM steps ORDER BY episode, step")
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[Server]:
-    try:
-        started = postgres_server.start()
-    except ServerError as error:
-        pytest.fail(f"cannot start a PostgreSQL server for the tests: {error}", pytrace=False)
-    try:
-        yield started
-    finally:
-        postgres_server.stop(started)
-
-
-@pytest.fixture
-def database(server: Server) -> str:
-    """A new, empty database on the test server."""
-    return server.create_database()
 
 
 def assert_clean(result: subprocess.CompletedProcess[str]) -> None:

@@ -8,13 +8,9 @@ the writer could not even encode are found by ``verify_run``.
 
 from __future__ import annotations
 
-import errno
-import os
 import sqlite3
-import subprocess
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,52 +21,13 @@ from mosaic.core.errors import StoreError, StoreLost
 from mosaic.store import StoreWriter
 from mosaic.store._outage import FULL_GRACE_S
 from mosaic.store.recover import recover_spill
+from tests.disks import fill
 from tests.store.test_writer import count, make_writer, new_run
 
 pytestmark = pytest.mark.timeout(90)
 
 #: Step rows whose observations do not compress: 2 KB each, so a few thousand fill the disk.
 OBSERVATION_FLOATS = 256
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 4 MB tmpfs, mounted for the test (as root) and unmounted after it."""
-    if os.geteuid() != 0:
-        pytest.fail("the full-disk tests mount a small tmpfs, which needs root", pytrace=False)
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], check=True,
-                   timeout=20, capture_output=True)
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], timeout=20, capture_output=True)
-
-
-@pytest.fixture
-def spill_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The temporary folder, where a spill file goes when the store's disk cannot take it."""
-    folder = tmp_path / "tmp"
-    folder.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(folder))
-    return folder
-
-
-def fill(folder: Path) -> Path:
-    """Fill ``folder``'s file system to the last byte with one file; return it."""
-    filler = folder / "filler"
-    block = b"\xff" * 65536
-    with open(filler, "wb", buffering=0) as file:
-        while True:
-            try:
-                file.write(block)
-            except OSError as error:
-                if error.errno != errno.ENOSPC:
-                    raise
-                if len(block) == 1:
-                    return filler
-                block = block[: len(block) // 2]
 
 
 def noisy_steps(run_id: int, episode: int, count: int) -> list[tuple[Any, ...]]:
