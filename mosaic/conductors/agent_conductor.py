@@ -32,7 +32,8 @@ def _unique(specs: list[Any]) -> tuple[Any, ...]:
 class AgentConductor(Conductor):
     """On AgentSetupRequest: places the agent's brain and one muscle per environment it acts
     in, all at once (see :meth:`Conductor.place_all`), sets up the brain, then each muscle, and
-    answers with the muscles' endpoints.
+    answers with the muscles' endpoints. Each of these waits is given ``timeouts.setup``, and
+    more while the component is still working (see :mod:`mosaic.runtime.setup_wait`).
 
     The brain is reachable from other processes whenever one of its muscles runs in one.
 
@@ -73,11 +74,12 @@ class AgentConductor(Conductor):
         mode = request.mode if self_play is None else "test"
         client = self.connect(brain.endpoint, peer=f"brain {brain_uid!r}")
         try:
+            wait = brain.setup_wait(timeout, check, subject=client.peer)
             client.request(BrainSetupRequest(request.agent_uid, brain_uid, agent.brain,
                                              _unique(sensors), _unique(actuators), request.seed,
                                              mode, tuple(request.muscles),
                                              agent.checkpoints, request.observers),
-                           BrainSetupResponse, timeout, check)
+                           BrainSetupResponse, wait.budget, wait.check)
         finally:
             self.disconnect(client)
         self._brains[request.agent_uid] = brain.endpoint
@@ -91,13 +93,14 @@ class AgentConductor(Conductor):
             every = agent.checkpoint_every if index == 0 else 0
             client = self.connect(placed.endpoint, peer=f"muscle {muscle_uid!r}")
             try:
+                wait = placed.setup_wait(timeout, check, subject=client.peer)
                 client.request(MuscleSetupRequest(request.agent_uid, muscle_uid, muscle.environment,
                                                   agent.muscle, muscle.sensors, muscle.actuators,
                                                   muscle.seed, mode, brain.endpoint,
                                                   self.ctx.timeouts.step, every,
                                                   muscle.copies, request.evaluate, self_play,
                                                   snapshots),
-                               MuscleSetupResponse, timeout, check)
+                               MuscleSetupResponse, wait.budget, wait.check)
             finally:
                 self.disconnect(client)
             endpoints[muscle_uid] = placed.endpoint

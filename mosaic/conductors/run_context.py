@@ -130,6 +130,11 @@ class Supervisor:
         with self._lock:
             return list(self._placed.values())
 
+    def find(self, uid: str) -> Placed | None:
+        """The component placed as ``uid``, if one was."""
+        with self._lock:
+            return self._placed.get(uid)
+
     def check(self, only: Collection[str] | None = None) -> None:
         """Raise for the first watched component (of ``only``, if given) that no longer serves."""
         with self._lock:

@@ -18,6 +18,7 @@ from mosaic.messages import (
 )
 from mosaic.orchestration.run_governor import RunGovernor
 from mosaic.runtime.placement import ThreadPlaced
+from mosaic.runtime.setup_wait import CEILING
 from mosaic.transport import RequestClient, RequestServer
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,8 @@ def govern(ctx: RunContext, experiment_uid: str, index: int,
         governor = ThreadPlaced(RunGovernor(names.RUN_GOVERNOR, ctx), "orchestration",
                                 endpoints.inproc(names.RUN_GOVERNOR), timeout=timeouts.setup)
         client = RequestClient(governor.endpoint, peer="run governor")
-        budget = timeouts.setup * (4 + config.component_count())
+        # A backstop: each part's set-up wait decides, and may take up to CEILING timeouts.
+        budget = timeouts.setup * CEILING * (4 + config.component_count())
         start = client.request(
             ExperimentStartRequest(experiment_uid, run_uid, index, ctx.seed, config,
                                    endpoints.inproc("executor")),

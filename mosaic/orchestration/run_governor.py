@@ -26,6 +26,7 @@ from mosaic.orchestration.simulation_controller import SimulationController, des
 from mosaic.orchestration.state_machine import RunState, RunStateMachine, Transition
 from mosaic.runtime.component import Component, handles
 from mosaic.runtime.placement import Placed, ThreadPlaced
+from mosaic.runtime.setup_wait import CEILING
 from mosaic.transport import RequestClient
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,8 @@ class RunGovernor(Component):
             answer = self._simulation.request(
                 SimulationStartRequest(ctx.run_uid, ctx.seed, ctx.config,
                                        ctx.endpoints.inproc(names.RUN_GOVERNOR)),
-                SimulationStartResponse, ctx.timeouts.setup * (2 + components), ctx.check)
+                SimulationStartResponse, ctx.timeouts.setup * CEILING * (2 + components),
+                ctx.check)
             if answer.ok:
                 self.machine.transition(RunState.RUNNING, "simulation set up")
                 return ExperimentStartResponse(ctx.run_uid, True)

@@ -78,6 +78,7 @@ from mosaic.messages.codec import pack
 from mosaic.orchestration.part_links import PartLinks
 from mosaic.orchestration.termination import Termination
 from mosaic.runtime.component import Component, handles
+from mosaic.runtime.setup_wait import CEILING, SetupWait
 from mosaic.transport import RequestClient
 
 log = logging.getLogger(__name__)
@@ -280,8 +281,10 @@ class SimulationController(Component):
             EnvironmentSetupRequest(ctx.run_uid, env.uid, env.placement)))
             for env in config.environments]
         starting = []
+        # A conductor's answer waits on its components' set-up, which it gives up on itself:
+        # as much as a set-up that keeps making progress may take (see setup_wait) is a backstop.
         for index, (env, correlation_id) in enumerate(placing):
-            setup = environment_conductor.receive(correlation_id, timeout,
+            setup = environment_conductor.receive(correlation_id, timeout * CEILING,
                                                   EnvironmentSetupResponse, check)
             client = self._links.link(env.uid, setup.endpoint, f"environment {env.uid!r}")
             starting.append((index, env, client, client.send(
@@ -289,7 +292,11 @@ class SimulationController(Component):
                                         environment_seed(seed, index), env.copies,
                                         env.vector_mode, self._max_steps, env.wrappers))))
         for index, env, client, correlation_id in starting:
-            started = client.receive(correlation_id, timeout, EnvironmentStartResponse, check)
+            placed = ctx.supervisor.find(env.uid)
+            wait = (placed.setup_wait(timeout, check, subject=client.peer) if placed is not None
+                    else SetupWait(client.peer, timeout, None, check))
+            started = client.receive(correlation_id, wait.budget, EnvironmentStartResponse,
+                                     wait.check)
             mapping = _resolve_mapping(env.uid, env.policy_mapping, started.sensors, agents)
             records = config.records(env) if ctx.store is not None else "none"
             loop: _EnvironmentLoop | _VectorLoop
@@ -325,7 +332,8 @@ class SimulationController(Component):
                                                                    strict=True))
                 if (agent.self_play is not None) == stage]
             for agent, muscles, correlation_id in setting_up:
-                answer = agent_conductor.receive(correlation_id, timeout * (2 + len(muscles)),
+                answer = agent_conductor.receive(correlation_id,
+                                                 timeout * CEILING * (2 + len(muscles)),
                                                  AgentSetupResponse, check)
                 self._link_muscles(agent.uid, muscles, answer)
         # The muscles of each environment in the file's order of agents, whatever the stages.

@@ -82,16 +82,20 @@ class Scheduling:
     stopped: bool
 
 
-def scheduling(pid: int) -> Scheduling | None:
-    """How the threads of ``pid`` are scheduled, or None where the kernel does not say."""
+def scheduling(pid: int, tid: int | None = None) -> Scheduling | None:
+    """How the threads of ``pid`` are scheduled (only thread ``tid`` of it, if given), or None
+    where the kernel does not say (no ``/proc``, or the process or thread is gone)."""
     ran = waited = 0
     runnable = stopped = False
     try:
-        for task in Path(f"/proc/{pid}/task").iterdir():
+        tasks = Path(f"/proc/{pid}/task")
+        for task in tasks.iterdir() if tid is None else (tasks / str(tid),):
             try:
                 run_ns, wait_ns = (task / "schedstat").read_text().split()[:2]
                 state = (task / "stat").read_text().rpartition(")")[2].split()[0]
             except (FileNotFoundError, ProcessLookupError):
+                if tid is not None:
+                    return None
                 continue  # the thread ended meanwhile
             ran += int(run_ns)
             waited += int(wait_ns)

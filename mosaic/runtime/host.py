@@ -31,12 +31,14 @@ class HostStatus:
 
     ``bound`` is set once the endpoint is bound (``endpoint`` then holds the address peers
     connect to) or start-up failed; ``stopped`` once the host has shut down; ``failure`` says
-    why it failed, if it did.
+    why it failed, if it did. ``thread_id`` is the kernel's id of the host's thread once it
+    runs (where its set-up's CPU time is booked, see :mod:`mosaic.runtime.setup_wait`).
     """
 
     def __init__(self) -> None:
         self.bound = threading.Event()
         self.stopped = threading.Event()
+        self.thread_id: int | None = None
         self.endpoint: str | None = None
         self.failure: str | None = None
 
@@ -71,6 +73,7 @@ class ActorHost(pykka.ThreadingActor):
 
     def on_start(self) -> None:
         # pykka skips on_stop/on_failure when on_start raises: clean up here before re-raising.
+        self.status.thread_id = threading.get_native_id()
         try:
             pin_current_thread(self.cpu)
             self._server = RequestServer(self.requested_endpoint, name=self.component.uid,

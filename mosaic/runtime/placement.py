@@ -34,6 +34,7 @@ from mosaic.runtime.processes.stop import (
     stop_in_order,
 )
 from mosaic.runtime.processes.zygote_client import fork_process
+from mosaic.runtime.setup_wait import SetupWait
 
 log = logging.getLogger(__name__)
 
@@ -91,20 +92,32 @@ class Placed:
     def describe(self) -> str:
         return f"{self.kind} {self.uid!r} ({self.placement})"
 
+    def scheduling(self) -> heartbeat.Scheduling | None:
+        """How the kernel schedules the threads doing this component's work, or None where it
+        cannot say. Set-up waits read it to tell a slow set-up from a hung one (see
+        :mod:`mosaic.runtime.setup_wait`)."""
+        return None
 
-def _wait_bound(status: HostStatus, what: str, timeout: float, check: Check | None,
-                exited: Callable[[], str | None]) -> None:
-    deadline = time.monotonic() + timeout
+    def setup_wait(self, timeout: float, check: Check | None = None, *,
+                   subject: str | None = None, doing: str = "answer") -> SetupWait:
+        """A wait of ``timeout`` s on this component's set-up, longer while it makes progress;
+        ``subject`` names it in the timeout's message (default: :meth:`describe`)."""
+        return SetupWait(subject or self.describe(), timeout, self.scheduling, check,
+                         doing=doing)
+
+
+def _wait_bound(placed: Placed, status: HostStatus, timeout: float, check: Check | None) -> None:
+    wait = placed.setup_wait(timeout, check, doing="start")
+    deadline = time.monotonic() + wait.budget
     while not status.bound.wait(_WAIT_SLICE_S):
-        cause = exited()
+        cause = placed.exit_cause()
         if cause is not None:
-            raise ComponentDied(what, cause)
-        if check is not None:
-            check()
+            raise ComponentDied(placed.describe(), cause)
+        wait.check()
         if time.monotonic() >= deadline:
-            raise RequestTimeout(f"{what} did not start within {timeout:g} s")
+            raise RequestTimeout(f"{placed.describe()} did not start within {wait.budget:g} s")
     if status.failure is not None:
-        raise ComponentDied(what, status.failure)
+        raise ComponentDied(placed.describe(), status.failure)
 
 
 class ThreadPlaced(Placed):
@@ -124,9 +137,14 @@ class ThreadPlaced(Placed):
         self.component = component
         self.status = HostStatus()
         self._ref = ActorHost.start(component, endpoint, self.status, cpu)
-        _wait_bound(self.status, self.describe(), timeout, check, self.exit_cause)
+        _wait_bound(self, self.status, timeout, check)
         assert self.status.endpoint is not None  # set together with `bound` on success
         self.endpoint = self.status.endpoint
+
+    def scheduling(self) -> heartbeat.Scheduling | None:
+        # Its actor thread only: the rest of the run's process is busy with other parts.
+        tid = self.status.thread_id
+        return None if tid is None else heartbeat.scheduling(os.getpid(), tid)
 
     def alive(self) -> bool:
         return not self.status.stopped.is_set()
@@ -235,10 +253,13 @@ class ProcessPlaced(Placed):
     def wait_bound(self, timeout: float = 30.0, check: Check | None = None) -> ProcessPlaced:
         """Block until the child has bound its endpoint; kill it if it cannot start.
 
-        Launching and waiting are apart so that several processes can start at once.
+        It is given ``timeout`` s, and more while it is still working, up to
+        :data:`~mosaic.runtime.setup_wait.CEILING` times that (see
+        :mod:`mosaic.runtime.setup_wait`). Launching and waiting are apart so that several
+        processes can start at once.
         """
         try:
-            _wait_bound(self.status, self.describe(), timeout, check, self.exit_cause)
+            _wait_bound(self, self.status, timeout, check)
         except BaseException:
             self.kill()
             raise
@@ -249,6 +270,9 @@ class ProcessPlaced(Placed):
     @property
     def pid(self) -> int:
         return self._child.pid
+
+    def scheduling(self) -> heartbeat.Scheduling | None:
+        return heartbeat.scheduling(self.pid) if self.alive() else None
 
     def _read_stdout(self, stdout: IO[bytes]) -> None:
         child_log = logging.getLogger(f"mosaic.child.{self.uid}")
@@ -338,7 +362,8 @@ def place(component: str, kind: str, uid: str,
     ``component`` is the class path of the component (see
     :func:`~mosaic.runtime.component.make_component`), built here or in the child process.
     The component is given ``trust`` (the run's credentials, what it may import) in either
-    placement. Blocks until the component's endpoint is bound, at most ``timeout`` s; raises
+    placement. Blocks until the component's endpoint is bound, ``timeout`` s or, while it is
+    still working, longer (see :mod:`mosaic.runtime.setup_wait`); raises
     :class:`ComponentDied` if it fails to start (with the cause) and whatever ``check`` raises.
     """
     if placement == "thread":
