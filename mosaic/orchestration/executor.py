@@ -324,6 +324,8 @@ class Executor:
         finally:
             with self._lock:
                 self._active.discard(ctx)
+        if on_wait is not None:
+            on_wait()  # where the run ended: a run shorter than the wait's slice shows it too
         progress = ctx.progress
         status, error = self._checked(run_id, run_uid, status, error)
         if status != "failed":  # else a brain may have died before its last save
