@@ -597,9 +597,12 @@ class RayExecutorConfig(StrictModel):
 class ExecutorConfig(StrictModel):
     """Where the runs run: on this machine (no key), or on a Ray cluster (``ray``)."""
 
-    expected: ClassVar[str] = "a mapping such as {ray: {address: auto}}"
+    expected: ClassVar[str] = "a mapping such as {ray: {address: auto}, max_failures: 2}"
 
     ray: RayExecutorConfig | None = Field(default=None, description=RayExecutorConfig.expected)
+    max_failures: int = Field(
+        default=0, ge=0, le=100,
+        description="a whole number from 0 to 100 (attempts again after a part crashed)")
 
 
 class ExperimentFile(StrictModel):
