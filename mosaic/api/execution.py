@@ -16,6 +16,7 @@ from mosaic.core.errors import StoreLost
 from mosaic.experiment import Experiment
 from mosaic.orchestration.executor import Executor, ProgressCallback, RunResult
 from mosaic.store import StoreWriter
+from mosaic.store.resume import StoredExperiment
 
 __all__ = ["CLOSE_TIMEOUT_S", "Execution", "execute", "join_cluster", "open_results"]
 
@@ -70,7 +71,8 @@ def join_cluster(experiment: Experiment, ray: str | None = None) -> str | None:
 def execute(experiment: Experiment, writer: StoreWriter, *, jobs: int = 1,
             on_progress: ProgressCallback | None = None,
             on_run_end: Callable[[RunResult], None] | None = None,
-            exit_at_once: bool = True, ray: str | None = None) -> Execution:
+            exit_at_once: bool = True, ray: str | None = None,
+            resume: StoredExperiment | None = None) -> Execution:
     """Run every run of ``experiment``, ``jobs`` at a time, recording them through ``writer``.
 
     The first SIGINT or SIGTERM (in the main thread) cancels: active runs shut down in order,
@@ -84,12 +86,14 @@ def execute(experiment: Experiment, writer: StoreWriter, *, jobs: int = 1,
     committed before stays. A store lost under the runs (it refused every write for
     ``store.outage_s``, or its disk is full) fails the runs then active, starts no other, and
     is in the result's ``store_lost``, which names the spill file that holds what was not
-    written.
+    written. With ``resume`` (see :func:`mosaic.api.resuming.plan_resume`) the runs of that
+    stored experiment that finished are not run again, and every other continues in its own
+    row.
     """
     lost: StoreLost | None = None
     try:
         executor = Executor(experiment, writer, on_progress=on_progress, on_run_end=on_run_end,
-                            jobs=jobs, exit_at_once=exit_at_once, ray=ray)
+                            jobs=jobs, exit_at_once=exit_at_once, ray=ray, resume=resume)
         results = executor.execute()
     finally:
         try:

@@ -78,12 +78,15 @@ def cli() -> None:
 @click.option("--ray", "ray", metavar="auto|ADDRESS",
               help="Run each run as a task on the Ray cluster at ADDRESS (host:port), or on the "
               "one this machine belongs to (auto); needs mosaic[ray].")
+@click.option("--resume", is_flag=True, help="Continue the experiment of FILE recorded in the "
+              "store: runs that finished are not run again, every other continues in its own "
+              "row (the file must be unchanged).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars and no summary table.")
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
 @click.option("--timings", metavar="FILE", hidden=True,
               help="Write first/last step wall-clock times as JSON (for benchmarks).")
-def experiment_start(file: str, store: str | None, jobs: int, ray: str | None, quiet: bool,
-                     verbose: int, timings: str | None) -> None:
+def experiment_start(file: str, store: str | None, jobs: int, ray: str | None, resume: bool,
+                     quiet: bool, verbose: int, timings: str | None) -> None:
     """Run the experiment in FILE and record every step."""
     configure_logging(logging.WARNING - 10 * min(verbose, 2))
     from mosaic.cli.processes import keep_command_zygote, start_command_zygote
@@ -114,10 +117,23 @@ def experiment_start(file: str, store: str | None, jobs: int, ray: str | None, q
         writer = open_results(experiment)
     except StoreError as error:
         exit_with_error(error, EXIT_BAD_INPUT)
+    stored = None
+    if resume:
+        from mosaic.api.resuming import NothingToResume, plan_resume
+
+        try:
+            stored = plan_resume(experiment, writer)
+        except NothingToResume as nothing:
+            writer.close()
+            click.echo(f"mosaic: {nothing}", err=True)
+            sys.exit(EXIT_OK)
+        except MosaicError as error:  # the file changed, a run still runs, or the store failed
+            writer.close()
+            exit_with_error(error, EXIT_BAD_INPUT)
     try:
         execution = execute(experiment, writer, jobs=jobs,
                             on_progress=display.update if display is not None else None,
-                            on_run_end=run_ended, ray=ray)
+                            on_run_end=run_ended, ray=ray, resume=stored)
     except StoreError as error:
         # The database failed under a running experiment (disk full, locked for too long):
         # what was written before is committed; say so instead of a traceback.

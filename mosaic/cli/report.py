@@ -45,6 +45,9 @@ def format_run_line(result: RunResult) -> str:
     mean = _mean(result)
     phase = f" ({result.phase})" if result.phase != "main" else ""
     values = "".join(f" {path}={_param(value)}" for path, value in result.params.items())
+    if result.earlier:
+        return (f"run {result.index + 1}{phase}{values} finished before: {result.episodes} "
+                f"episodes, {result.steps:,} steps; not run again")
     line = (f"run {result.index + 1}{phase}{values} {result.status}: {result.episodes} episodes, "
             f"{result.steps:,} steps, mean return (last {RECENT_EPISODES}) {mean}, "
             f"{result.wall_time:.2f} s")

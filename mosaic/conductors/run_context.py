@@ -107,6 +107,9 @@ class Supervisor:
         self._lock = threading.Lock()
         self._placed: dict[str, Placed] = {}
         self._released: set[str] = set()
+        #: The first component found dead or hung (its description), if any: a run that
+        #: failed for it may be tried again (``executor.max_failures``).
+        self.crashed: str | None = None
 
     def add(self, placed: Placed) -> None:
         with self._lock:
@@ -144,6 +147,8 @@ class Supervisor:
             cause = placed.failure()
             if cause is not None:
                 failure = ComponentHung if placed.alive() else ComponentDied
+                with self._lock:
+                    self.crashed = self.crashed or placed.describe()
                 raise failure(placed.describe(), cause)
 
 

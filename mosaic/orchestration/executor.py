@@ -39,6 +39,7 @@ from mosaic.messages import (
 )
 from mosaic.orchestration.governing import WAIT_SLICE_MS, govern
 from mosaic.runtime.placement import kill_all_processes
+from mosaic.store.resume import StoredExperiment, StoredRun
 from mosaic.store.writer import CALL_TIMEOUT_S
 from mosaic.transport import pin_io_threads
 from mosaic.transport.keys import CurveKeys, load_keys
@@ -84,6 +85,8 @@ class RunResult:
     params: dict[str, Any] = field(default_factory=dict)
     #: The Ray node the run ran on (runs on a cluster only).
     node: str | None = None
+    #: A run resumed with ``--resume`` that had finished before: not run again.
+    earlier: bool = False
 
 
 ProgressCallback = Callable[[int, RunContext], None]
@@ -107,9 +110,12 @@ class Executor:
     def __init__(self, experiment: Experiment, store: StoreWriter, *,
                  on_progress: ProgressCallback | None = None,
                  on_run_end: Callable[[RunResult], None] | None = None, jobs: int = 1,
-                 exit_at_once: bool = True, ray: str | None = None) -> None:
+                 exit_at_once: bool = True, ray: str | None = None,
+                 resume: StoredExperiment | None = None) -> None:
         self.experiment = experiment
         self.store = store
+        #: The stored experiment this invocation continues (``--resume``), if any.
+        self.resume = resume
         self.on_progress = on_progress
         self.on_run_end = on_run_end
         self.cancelled_by: int | None = None
@@ -195,9 +201,14 @@ class Executor:
         results: list[RunResult] = []
         self._keys = load_keys(experiment.curve_keys_dir) if experiment.curve_keys_dir else None
         with self._signals_handled():
-            experiment_id = self.store.experiment_started(
-                experiment.uid, str(experiment.source), experiment.run_config(0).to_dict())
-            prefix = f"{experiment.uid}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+            if self.resume is not None:
+                experiment_id, prefix = self.resume.id, self.resume.run_prefix
+            else:
+                prefix = (f"{experiment.uid}-{time.strftime('%Y%m%d-%H%M%S')}-"
+                          f"{secrets.token_hex(2)}")
+                experiment_id = self.store.experiment_started(
+                    experiment.uid, str(experiment.source), experiment.run_config(0).to_dict(),
+                    text=_text_of(experiment.source), run_prefix=prefix)
             seeds = experiment.run_seeds()
             if self.jobs == 1:
                 for index, seed in enumerate(seeds):
@@ -230,6 +241,30 @@ class Executor:
                     done[futures[future]] = future.result()
         return [result for index in sorted(done) for result in done[index]]
 
+    def _attempt(self, ctx: RunContext, index: int, cpu: int | None,
+                 ) -> tuple[str, str | None, tuple[str, ...], str | None]:
+        """Run ``ctx``'s run once, here or on the Ray cluster; its status, error, the parts
+        killed at shutdown and its Ray node."""
+        with self._lock:
+            self._active.add(ctx)
+        if self.cancelled_by is not None or self.store.lost is not None:
+            ctx.cancelled.set()
+        ctx.hot_cpu = cpu
+        on_wait = (None if self.on_progress is None
+                   else functools.partial(self.on_progress, index, ctx))
+        node = None
+        try:
+            if self._cluster is not None:
+                status, error, killed, node = self._cluster.run(ctx, index, on_wait)
+            else:
+                status, error, killed = govern(ctx, self.experiment.uid, index, on_wait)
+        finally:
+            with self._lock:
+                self._active.discard(ctx)
+        if on_wait is not None:
+            on_wait()  # where the run ended: a run shorter than the wait's slice shows it too
+        return status, error, killed, node
+
     def _run_phases(self, experiment_id: int, prefix: str, index: int, run_seed: int,
                     cpu: int | None) -> list[RunResult]:
         """The phases of run ``index``, in order, until one does not finish."""
@@ -239,7 +274,7 @@ class Executor:
         for phase_index, phase in enumerate(experiment.phase_names(index)):
             if self.cancelled_by is not None or self.store.lost is not None:
                 break
-            run_uid = base if experiment.phases is None else f"{base}-{phase}"
+            run_uid = phase_run_uid(experiment, base, phase)
             config = experiment.run_config(index, phase_index)
             problem = None
             try:
@@ -298,34 +333,40 @@ class Executor:
     def _run(self, experiment_id: int, run_uid: str, index: int, seed: int,
              config: RunConfig, cpu: int | None, problem: str | None = None) -> RunResult:
         params = self.experiment.run_params(index)
-        run_id = self.store.run_started(experiment_id, run_uid, index, seed,
-                                        self._store_timeout, params=params or None)
+        stored = self.resume.runs.get(run_uid) if self.resume is not None else None
+        if stored is not None and stored.status == "finished":
+            log.info("run %s finished before; it is not run again", run_uid)
+            return RunResult(run_uid, index, seed, config.phase, "finished", None,
+                             stored.episodes, stored.steps, None, 0.0, digest=stored.digest,
+                             params=params, earlier=True)
+        if stored is not None:
+            run_id = self.store.run_restarted(
+                stored, f"resumed from episode 0 (it was {stored.status})", self._store_timeout)
+        else:
+            run_id = self.store.run_started(experiment_id, run_uid, index, seed,
+                                            self._store_timeout, params=params or None)
         if problem is not None:
             log.error("run %s: %s", run_uid, problem)
             self.store.run_finished(run_id, "failed", problem, 0, 0)
             return RunResult(run_uid, index, seed, config.phase, "failed", problem, 0, 0, None, 0.0,
                              params=params)
-        ctx = RunContext.for_run(self.experiment.uid, run_uid, run_id, seed, config, self.store,
-                                 self._keys)
-        with self._lock:
-            self._active.add(ctx)
-        if self.cancelled_by is not None or self.store.lost is not None:
-            ctx.cancelled.set()
-        ctx.hot_cpu = cpu
         started = time.monotonic()
-        on_wait = (None if self.on_progress is None
-                   else functools.partial(self.on_progress, index, ctx))
-        node = None
-        try:
-            if self._cluster is not None:
-                status, error, killed, node = self._cluster.run(ctx, index, on_wait)
-            else:
-                status, error, killed = govern(ctx, self.experiment.uid, index, on_wait)
-        finally:
-            with self._lock:
-                self._active.discard(ctx)
-        if on_wait is not None:
-            on_wait()  # where the run ended: a run shorter than the wait's slice shows it too
+        attempt = 0
+        while True:
+            ctx = RunContext.for_run(self.experiment.uid, run_uid, run_id, seed, config,
+                                     self.store, self._keys)
+            status, error, killed, node = self._attempt(ctx, index, cpu)
+            if not (status == "failed" and ctx.supervisor.crashed is not None
+                    and attempt < self.experiment.executor.max_failures
+                    and self.cancelled_by is None and self.store.lost is None):
+                break
+            attempt += 1
+            log.warning("run %s failed (%s); attempt %d of %d", run_uid, error, attempt + 1,
+                        self.experiment.executor.max_failures + 1)
+            again = StoredRun(run_id, run_uid, index, "failed", 0, 0, None, None, None, None)
+            self.store.run_restarted(
+                again, f"attempt {attempt + 1} of {self.experiment.executor.max_failures + 1}, "
+                f"from episode 0: {error}", self._store_timeout)
         progress = ctx.progress
         status, error = self._checked(run_id, run_uid, status, error)
         if status != "failed":  # else a brain may have died before its last save
@@ -367,6 +408,28 @@ class Executor:
         if status == "finished":
             return "failed", problem
         return status, problem if error is None else f"{error}; {problem}"
+
+
+def phase_run_uid(experiment: Experiment, base: str, phase: str) -> str:
+    """The uid of the run of ``phase`` whose runs' uids start with ``base``
+    (``<prefix>-r<index>``)."""
+    return base if experiment.phases is None else f"{base}-{phase}"
+
+
+def run_uids(experiment: Experiment, prefix: str) -> list[str]:
+    """The uid of every run (and phase) of ``experiment`` whose uids start with ``prefix``."""
+    return [phase_run_uid(experiment, f"{prefix}-r{index}", phase)
+            for index in range(experiment.run_count) for phase in experiment.phase_names(index)]
+
+
+def _text_of(source: Path) -> str | None:
+    """The experiment file's text, kept in the store for ``--resume`` (None if unreadable)."""
+    try:
+        return source.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        log.warning("%s cannot be read again (%s): this experiment cannot be resumed", source,
+                    error)
+        return None
 
 
 def _resume_point(path: Path) -> ResumePoint | None:

@@ -29,13 +29,13 @@ __all__ = [
     "transitions",
 ]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 #: Version 2 added the ``copy`` columns of episodes and steps, version 3 the ``params`` column of
 #: runs, version 4 the ``evaluation`` column of episodes, version 5 its ``snapshots`` column,
-#: version 6 the ``info`` column of steps; a store of an earlier version is upgraded in place
-#: when it is opened for writing (see
-#: :func:`ensure_schema`). Each upgrade only adds.
-_UPGRADABLE = ("1", "2", "3", "4", "5")
+#: version 6 the ``info`` column of steps, version 7 the ``text``, ``hash`` and ``run_prefix``
+#: columns of experiments (what ``--resume`` needs); a store of an earlier version is upgraded in
+#: place when it is opened for writing (see :func:`ensure_schema`). Each upgrade only adds.
+_UPGRADABLE = ("1", "2", "3", "4", "5", "6")
 
 RUN_STATUSES = ("created", "running", "finished", "failed", "cancelled")
 FINAL_STATUSES = frozenset({"finished", "failed", "cancelled"})
@@ -57,6 +57,11 @@ experiments = sa.Table(
     sa.Column("file", sa.Text),
     sa.Column("config", sa.JSON),
     sa.Column("created_at", sa.Double, nullable=False),
+    # The experiment file's text and its SHA-256 (hex), and the prefix of its runs' uids: what
+    # ``--resume`` continues, and how it knows the file is the same (null before version 7).
+    sa.Column("text", sa.Text),
+    sa.Column("hash", sa.String(64)),
+    sa.Column("run_prefix", sa.String(255)),
 )
 
 _status_list = ", ".join(f"'{s}'" for s in RUN_STATUSES)
@@ -201,7 +206,9 @@ def _upgrade(connection: sa.Connection, version: int) -> None:
     To 2: the ``copy`` columns (0 for every existing row). To 3: the ``params`` column of runs
     (null for every existing run). To 4: the ``evaluation`` column of episodes (false for every
     existing episode). To 5: the ``snapshots`` column of episodes (null for every existing
-    episode). To 6: the ``info`` column of steps (null for every existing step).
+    episode). To 6: the ``info`` column of steps (null for every existing step). To 7: the
+    ``text``, ``hash`` and ``run_prefix`` columns of experiments (null for every existing one:
+    they cannot be resumed).
     """
     if version < 2:
         for table in (episodes, steps):
@@ -219,6 +226,10 @@ def _upgrade(connection: sa.Connection, version: int) -> None:
     if version < 6:
         blob = steps.c.info.type.compile(dialect=connection.dialect)
         connection.execute(sa.text(f"ALTER TABLE steps ADD COLUMN info {blob}"))
+    if version < 7:
+        for column in (experiments.c.text, experiments.c.hash, experiments.c.run_prefix):
+            kind = column.type.compile(dialect=connection.dialect)
+            connection.execute(sa.text(f"ALTER TABLE experiments ADD COLUMN {column.name} {kind}"))
     connection.execute(sa.update(meta).where(meta.c.key == "schema_version")
                        .values(value=str(SCHEMA_VERSION)))
 

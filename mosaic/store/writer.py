@@ -50,6 +50,13 @@ from mosaic.store._writer_thread import (
     WriterThreadMixin,
     insert_returning_id,
 )
+from mosaic.store.resume import (
+    StoredExperiment,
+    StoredRun,
+    file_hash,
+    find_experiment,
+    restart_run,
+)
 from mosaic.store.url import StoreLocation, locate
 
 __all__ = ["HEARTBEAT_INTERVAL", "MetricRow", "StepRow", "StoreWriter", "WriterStats"]
@@ -286,9 +293,13 @@ class StoreWriter(WriterThreadMixin):
 
     def experiment_started(
         self, uid: str, file: str | None, config: Mapping[str, Any] | None,
-        timeout: float = CALL_TIMEOUT_S,
+        timeout: float = CALL_TIMEOUT_S, *, text: str | None = None,
+        run_prefix: str | None = None,
     ) -> int:
         """Record an experiment and return its id.
+
+        ``text`` (the file's text, kept with its hash) and ``run_prefix`` (what its runs' uids
+        start with) let a later command resume it (see :meth:`find_experiment`).
 
         Raises StoreError on a database error, a pending writer error (the experiment is then
         not recorded), or when ``timeout`` seconds pass first.
@@ -298,6 +309,9 @@ class StoreWriter(WriterThreadMixin):
             "file": None if file is None else str(file),
             "config": None if config is None else dict(config),
             "created_at": time.time(),
+            "text": text,
+            "hash": None if text is None else file_hash(text),
+            "run_prefix": run_prefix,
         }
 
         def insert(conn: sa.Connection) -> int:
@@ -337,6 +351,27 @@ class StoreWriter(WriterThreadMixin):
             return run_id
 
         return self._call(insert, timeout, f"recording run {uid!r}")
+
+    def find_experiment(self, uid: str, timeout: float = CALL_TIMEOUT_S,
+                        ) -> StoredExperiment | None:
+        """The latest experiment ``uid`` recorded with its file's text, and its runs (None if
+        the store holds none). Raises StoreError as the other synchronous calls do."""
+        return self._call(lambda conn: find_experiment(conn, uid), timeout,
+                          f"finding experiment {uid!r}")
+
+    def run_restarted(self, run: StoredRun, reason: str,
+                      timeout: float = CALL_TIMEOUT_S) -> int:
+        """Make the stored ``run`` run again from its start in its own row (its steps,
+        episodes and metrics removed, a ``resumed`` transition with ``reason``), as running in
+        this process; return its id. Raises StoreError as the other synchronous calls do."""
+
+        def restart(conn: sa.Connection) -> int:
+            restart_run(conn, run, reason)
+            self._note_run(run.id, run.uid)
+            self._given.pop(run.id, None)  # what it gave before is removed with its rows
+            return run.id
+
+        return self._call(restart, timeout, f"resuming run {run.uid!r}")
 
     def verify_run(self, run_id: int, timeout: float = CALL_TIMEOUT_S) -> str | None:
         """Check that the store holds every step, episode and metric row of run ``run_id`` that

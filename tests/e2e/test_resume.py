@@ -1,0 +1,165 @@
+"""``--resume`` after the command and every process of its session were SIGKILLed, and
+``executor.max_failures``: the runs end with the digests of an uninterrupted invocation, the
+store holds each step once, and finished runs are not run again.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.cli import (
+    REPO,
+    cartpole,
+    mosaic_command,
+    query,
+    run_mosaic,
+    write_experiment,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+RUNS = 3
+EPISODES = 400
+
+
+def experiment(placement: str) -> str:
+    return cartpole(uid="resumed", runs=RUNS, episodes=EPISODES, placement=placement)
+
+
+def start_in_session(*args: str) -> subprocess.Popen[str]:
+    """The command in a session of its own, as a terminal starts it (killed with its session)."""
+    return subprocess.Popen([*mosaic_command(), *args], cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def count(store: Path, sql: str) -> int:
+    try:
+        return int(query(store, sql)[0][0])
+    except (sqlite3.Error, IndexError):  # not there yet
+        return 0
+
+
+#: When the command and its session are SIGKILLed: once a condition on the store holds.
+MOMENTS: dict[str, Callable[[Path], bool]] = {
+    # The first run recorded, its components still setting up (no step yet).
+    "set-up": lambda store: count(store, "SELECT count(*) FROM runs") >= 1,
+    "mid-episode": lambda store: count(store, "SELECT count(*) FROM steps") >= 300,
+    # The first run finished: the next one starts.
+    "between runs": lambda store: count(
+        store, "SELECT count(*) FROM runs WHERE status = 'finished'") >= 1,
+}
+
+
+def digests(store: Path) -> list[tuple[int, str, int, str]]:
+    return query(store, "SELECT run_index, status, steps, digest FROM runs ORDER BY run_index")
+
+
+@pytest.fixture(scope="module", params=["thread", "process"])
+def uninterrupted(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                  ) -> tuple[str, list[tuple[int, str, int, str]]]:
+    """The placement, and the runs of an uninterrupted invocation of its experiment."""
+    folder = tmp_path_factory.mktemp(f"uninterrupted-{request.param}")
+    path = write_experiment(folder, experiment(request.param))
+    store = folder / "results.sqlite"
+    done = run_mosaic("experiment-start", str(path), "--store", str(store), "-q", timeout=180)
+    assert done.returncode == 0, done.stderr
+    return request.param, digests(store)
+
+
+@pytest.mark.parametrize("moment", list(MOMENTS))
+def test_resume_after_a_sigkill_ends_as_an_uninterrupted_invocation(
+        uninterrupted: tuple[str, list[tuple[int, str, int, str]]], moment: str,
+        tmp_path: Path, process_tag: str) -> None:
+    placement, expected = uninterrupted
+    path = write_experiment(tmp_path, experiment(placement))
+    store = tmp_path / "results.sqlite"
+    proc = start_in_session("experiment-start", str(path), "--store", str(store), "-q")
+    try:
+        deadline = time.monotonic() + 120
+        while not MOMENTS[moment](store):
+            assert proc.poll() is None, f"it ended before {moment}: {proc.communicate()[1]}"
+            assert time.monotonic() < deadline, f"no {moment} within 120 s"
+            time.sleep(0.02)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finished_before = query(store, "SELECT uid, started_at FROM runs WHERE status = 'finished'")
+    unfinished = {uid for (uid,) in query(store, "SELECT uid FROM runs WHERE status != 'finished'")}
+
+    resumed = run_mosaic("experiment-start", str(path), "--store", str(store), "--resume",
+                         timeout=180)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "Traceback" not in resumed.stderr
+    assert digests(store) == expected
+    assert query(store, "SELECT count(*) FROM experiments") == [(1,)]
+    per_run = dict(query(store, "SELECT run_id, count(*) FROM steps GROUP BY run_id"))
+    for run_id, steps in query(store, "SELECT id, steps FROM runs"):
+        assert per_run.get(run_id, 0) == steps
+    assert query(store, "SELECT count(*) FROM (SELECT 1 FROM steps GROUP BY run_id, episode, "
+                        "step, copy HAVING count(*) > 1)") == [(0,)]
+    for uid, started_at in finished_before:  # not run again
+        assert query(store, "SELECT started_at FROM runs WHERE uid = ?", uid) == [(started_at,)]
+    assert resumed.stderr.count("finished before") == len(finished_before)
+    continued = query(store, "SELECT r.uid, t.reason FROM transitions t JOIN runs r "
+                             "ON r.id = t.run_id WHERE t.to_state = 'resumed'")
+    # Each run that had started and not finished continues in its own row, once; the others
+    # start as they would have.
+    assert sorted(uid for uid, _ in continued) == sorted(unfinished)
+    assert all(reason.startswith("resumed from episode 0") for _, reason in continued)
+
+
+def test_resume_refuses_a_changed_file_and_says_when_there_is_nothing_to_resume(
+        tmp_path: Path) -> None:
+    path = write_experiment(tmp_path, cartpole(uid="changed", episodes=3))
+    store = tmp_path / "results.sqlite"
+    nothing = run_mosaic("experiment-start", str(path), "--store", str(store), "--resume")
+    assert nothing.returncode == 0, nothing.stderr
+    assert "nothing to resume" in nothing.stderr and "holds no experiment" in nothing.stderr
+
+    done = run_mosaic("experiment-start", str(path), "--store", str(store), "-q")
+    assert done.returncode == 0, done.stderr
+    again = run_mosaic("experiment-start", str(path), "--store", str(store), "--resume")
+    assert again.returncode == 0, again.stderr
+    assert "every run of experiment 'changed'" in again.stderr
+
+    path.write_text(path.read_text().replace("episodes: 3", "episodes: 4"))
+    changed = run_mosaic("experiment-start", str(path), "--store", str(store), "--resume")
+    assert changed.returncode == 2, changed.stderr
+    assert "is not the file experiment 'changed' was started with: episodes: 3 -> 4" in (
+        changed.stderr)
+    assert "Traceback" not in changed.stderr
+
+
+def test_a_run_whose_part_crashed_is_run_again_under_max_failures(tmp_path: Path,
+                                                                  process_tag: str) -> None:
+    marker = tmp_path / "crashed-once"
+    crashing = cartpole(uid="retried", episodes=20, placement="process",
+                        env="tests.fixtures.envs:CrashingOnceCartPole",
+                        params=f"{{marker: {marker}, crash_at: 100}}",
+                        executor="{max_failures: 1}")
+    path = write_experiment(tmp_path, crashing)
+    store = tmp_path / "results.sqlite"
+    done = run_mosaic("experiment-start", str(path), "--store", str(store), "-q", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert marker.exists()
+    [(status, steps)] = query(store, "SELECT status, steps FROM runs")
+    assert status == "finished"
+    assert query(store, "SELECT count(*) FROM steps") == [(steps,)]
+    [(reason,)] = query(store, "SELECT reason FROM transitions WHERE to_state = 'resumed'")
+    assert reason.startswith("attempt 2 of 2, from episode 0: ") and "died" in reason
+
+    marker.unlink()
+    once = write_experiment(tmp_path, crashing.replace("{max_failures: 1}", "{max_failures: 0}"),
+                            name="once.yml")
+    failed = run_mosaic("experiment-start", str(once), "--store", str(tmp_path / "once.sqlite"),
+                        "-q", timeout=120)
+    assert failed.returncode == 1, failed.stderr
