@@ -35,6 +35,9 @@ def recover(spill: str, target: str) -> None:
     already = f" ({done.already} were in it already)" if done.already else ""
     click.echo(f"{done.spill}: {done.written} records written into {done.store}{already}; "
                f"runs: {runs}; the file is removed")
+    if done.superseded:
+        click.echo(f"left out: the records of {', '.join(done.superseded)}, resumed since the "
+                   "file was written", err=True)
     if done.cut_off:
         click.echo(f"warning: the last {done.cut_off} bytes of {done.spill} were a record cut "
                    "off when the command that wrote it was killed: not a whole record, not "

@@ -33,6 +33,7 @@ from mosaic.store._batch import (
     write_batch,
 )
 from mosaic.store._spill import CHECK, RUN, meta_key, read_spill
+from mosaic.store.resume import RESUMED
 from mosaic.store.url import describe_error, locate, open_engine
 
 __all__ = ["Recovery", "recover_spill"]
@@ -53,6 +54,9 @@ class Recovery:
     already: int
     runs: tuple[str, ...]
     cut_off: int
+    #: Runs resumed (``--resume``) after the file was written: their records in it are not
+    #: the run's any more, and are left out.
+    superseded: tuple[str, ...] = ()
 
 
 def recover_spill(spill: str | Path, store: str | Path) -> Recovery:
@@ -71,8 +75,11 @@ def recover_spill(spill: str | Path, store: str | Path) -> Recovery:
         with engine.begin() as conn:
             schema.check_schema(conn, location.describe())
             runs = _check_runs(conn, contents.items, location.describe())
+            superseded = _resumed_since(conn, contents.items, contents.header.created)
             done = int(get_meta(conn, key) or contents.start)
-            written, already = _write(conn, contents.items, done, steps_insert(engine))
+            items = [item for item in contents.items
+                     if item[0] in (RUN, CHECK) or _run_of(item[0], item[1]) not in superseded]
+            written, already = _write(conn, items, done, steps_insert(engine))
             end = contents.items[-1][2] if contents.items else contents.start
             set_meta(conn, key, str(end))
         path.unlink()
@@ -86,7 +93,8 @@ def recover_spill(spill: str | Path, store: str | Path) -> Recovery:
                          f"could not be removed: {exc.strerror or exc}") from None
     finally:
         engine.dispose()
-    return Recovery(path, location.describe(), written, already, runs, contents.cut_off)
+    return Recovery(path, location.describe(), written, already, runs, contents.cut_off,
+                    tuple(superseded.values()))
 
 
 def _check_runs(conn: sa.Connection, items: list[tuple[int, Any, int]],
@@ -107,6 +115,16 @@ def _check_runs(conn: sa.Connection, items: list[tuple[int, Any, int]],
             raise StoreError(f"the spill file's run {run} is {uid!r}, but in {where} {there}: "
                              "give --store the store those runs were recorded in")
     return tuple(named[run] for run in sorted(referenced))
+
+
+def _resumed_since(conn: sa.Connection, items: list[tuple[int, Any, int]],
+                   since: float) -> dict[int, str]:
+    """The runs named in ``items`` that were resumed after ``since`` (id -> uid)."""
+    named = {int(params[0]): str(params[1]) for kind, params, _ in items if kind == RUN}
+    t = schema.transitions
+    resumed = conn.execute(sa.select(t.c.run_id).distinct().where(
+        t.c.run_id.in_(sorted(named)), t.c.to_state == RESUMED, t.c.at > since)).scalars()
+    return {int(run): named[int(run)] for run in resumed}
 
 
 def _run_of(kind: int, params: Any) -> int:

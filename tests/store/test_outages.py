@@ -21,6 +21,7 @@ from mosaic.core.errors import StoreError, StoreLost
 from mosaic.store import StoreWriter
 from mosaic.store._outage import FULL_GRACE_S
 from mosaic.store.recover import recover_spill
+from mosaic.store.resume import StoredRun
 from tests.disks import fill
 from tests.store.test_writer import count, make_writer, new_run
 
@@ -175,3 +176,37 @@ def test_verify_run_names_the_rows_the_store_does_not_hold(tmp_path: Path,
     assert problem is not None and "holds 2 of 3 steps" in problem and str(store) in problem
     other = new_run(writer, "run-2")
     assert writer.verify_run(other) is None
+
+
+def test_recover_leaves_out_the_records_of_a_run_resumed_since(
+        small_disk: Path, spill_folder: Path, tmp_path: Path, writers: list[StoreWriter]) -> None:
+    """A run continued with --resume after the store was lost has its own rows again: the
+    spill file's are not its any more, and recover leaves them out instead of doubling it."""
+    store = small_disk / "results.sqlite"
+    writer = make_writer(writers, store, flush_interval=0.05)
+    run = new_run(writer)
+    filler = fill(small_disk)
+    writer.record_steps(noisy_steps(run, 0, 100))
+    wait_for(lambda: writer.lost is not None, FULL_GRACE_S + 20, "the store given up on")
+    with pytest.raises(StoreLost) as lost:
+        writer.close()
+    spill = lost.value.spill
+    assert spill is not None
+    filler.unlink()
+
+    second = make_writer(writers, store)
+    stored = second.find_experiment("exp")
+    assert stored is None  # recorded without its text: it cannot be resumed, ...
+    db = sqlite3.connect(store)
+    try:
+        [(status,)] = db.execute("SELECT status FROM runs").fetchall()
+    finally:
+        db.close()
+    # ... but a run of a resumable one would be continued like this:
+    second.run_restarted(StoredRun(run, "run-1", 0, status, 0, 0, None, None, None, None),
+                         "resumed from episode 0")
+    second.record_steps(noisy_steps(run, 0, 10))
+    second.close()
+    done = recover_spill(spill, store)
+    assert done.superseded == ("run-1",) and done.written == 0
+    assert count(store, "steps") == 10
