@@ -21,6 +21,7 @@ from tests.e2e.cli import (
     mosaic_command,
     query,
     run_mosaic,
+    staged_experiment,
     write_experiment,
 )
 
@@ -163,3 +164,38 @@ def test_a_run_whose_part_crashed_is_run_again_under_max_failures(tmp_path: Path
     failed = run_mosaic("experiment-start", str(once), "--store", str(tmp_path / "once.sqlite"),
                         "-q", timeout=120)
     assert failed.returncode == 1, failed.stderr
+
+
+def test_resume_after_a_sigkill_during_shutdown(tmp_path: Path, process_tag: str) -> None:
+    """The session SIGKILLed while the first run's environment closes (it holds there): the
+    run is continued and ends with the digest of an uninterrupted invocation."""
+    marker = tmp_path / "closing"
+    text = staged_experiment(runs=2, episodes=5, stall=("environment", "close", marker),
+                             hold=1.0)
+    (tmp_path / "whole").mkdir()
+    whole = write_experiment(tmp_path / "whole", text)
+    done = run_mosaic("experiment-start", str(whole), "--store", str(tmp_path / "whole.sqlite"),
+                      "-q", timeout=180)
+    assert done.returncode == 0, done.stderr
+    marker.unlink()
+
+    path = write_experiment(tmp_path, text)
+    store = tmp_path / "results.sqlite"
+    proc = start_in_session("experiment-start", str(path), "--store", str(store), "-q")
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists():
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.monotonic() < deadline, "no shutdown within 120 s"
+            time.sleep(0.02)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert query(store, "SELECT status FROM runs") == [("running",)]
+
+    resumed = run_mosaic("experiment-start", str(path), "--store", str(store), "--resume",
+                         "-q", timeout=180)
+    assert resumed.returncode == 0, resumed.stderr
+    assert digests(store) == digests(tmp_path / "whole.sqlite")
+    assert query(store, "SELECT count(*) FROM steps") == query(
+        store, "SELECT sum(steps) FROM runs")
