@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ from mosaic.agents.metrics import MetricLog
 from mosaic.core.checkpoints import (
     Checkpoint,
     learner_arrays,
+    previous_checkpoint,
     read_checkpoint,
     restore_learner,
     write_checkpoint,
@@ -102,7 +104,9 @@ class BrainActor(Component):
         self._served = frozenset(request.muscles) | self._observers
         return BrainSetupResponse(self.uid)
 
-    def _save(self) -> str:
+    def _save(self, episodes: int = 0) -> str:
+        """Save the checkpoint (``episodes``: the episodes the asking muscle had begun, for a
+        periodic one); return its path, or "" if there is nothing to save."""
         if self._brain is None or self._save_path is None:
             return ""
         brain = self._brain
@@ -115,8 +119,12 @@ class BrainActor(Component):
             # A policy the format refuses (NaN weights, say) must not cost the state itself.
             log.warning("brain %s: the checkpoint holds no greedy policy: %s", self.uid, error)
             policy = {}
+        if episodes and os.path.exists(self._save_path):
+            # The periodic one before stays beside it (see previous_checkpoint).
+            os.replace(self._save_path, previous_checkpoint(self._save_path))
         write_checkpoint(self._save_path, Checkpoint(
-            policy, learner_arrays(state, brain.context.rng), dict(self._muscle_states)))
+            policy, learner_arrays(state, brain.context.rng), dict(self._muscle_states),
+            episodes=episodes))
         return self._save_path
 
     def _keep(self, muscle: str, muscle_state: dict[str, Any] | None) -> None:
@@ -138,7 +146,7 @@ class BrainActor(Component):
     @handles(BrainCheckpointRequest)
     def _checkpoint(self, request: BrainCheckpointRequest) -> BrainCheckpointResponse:
         self._keep(request.muscle_uid, request.muscle_state)
-        path = self._save()
+        path = self._save(request.episodes)
         return BrainCheckpointResponse(self.uid, path, reported(self.uid, self._metrics))
 
     @handles(MuscleUpdateRequest)

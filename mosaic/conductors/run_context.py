@@ -43,8 +43,8 @@ class RunRecords(Protocol):
     def record_episode(self, run_id: int, environment: str, episode: int, steps: int,
                        total_return: float | None, returns: Mapping[str, float],
                        terminated: bool, truncated: bool, seed: int | None, copy: int = 0,
-                       evaluation: bool = False,
-                       snapshots: Mapping[str, int] | None = None) -> None: ...
+                       evaluation: bool = False, snapshots: Mapping[str, int] | None = None,
+                       chain: str | None = None) -> None: ...
 
 
 #: A component's time to shut down after a failure or a cancel (see RunContext.shutdown_timeout).

@@ -34,6 +34,14 @@ def checkpoint_path(root: Path, experiment: str, run: str, phase: str, agent: st
     return root / experiment / run / phase / f"{agent}.npz"
 
 
+def previous_checkpoint(path: str | Path) -> Path:
+    """Where the periodic checkpoint before the one at ``path`` is kept (``<agent>.previous.npz``
+    beside it): a run resumed after its command died continues from the latest of the two that
+    the store has every record of."""
+    target = Path(path)
+    return target.with_name(f"{target.stem}.previous{target.suffix}")
+
+
 def find_checkpoint(root: Path, experiment: str, phase: str, agent: str,
                     run: str | None = None) -> Path:
     """The checkpoint of ``agent`` after ``phase``: of ``run`` (uid or unique prefix) if given,
@@ -88,7 +96,8 @@ def load_state(path: str | Path) -> dict[str, np.ndarray]:
 #   ``W0``, ``b0``, ...), so a learner's ``load_checkpoint`` and the RL worker read it as is;
 # * ``brain/state/<name>``: what Brain.state() returned, and ``brain/rng``: its generator;
 # * ``muscle/<uid>/state/<name>`` and ``muscle/<uid>/rng``: the same for each of its muscles;
-# * ``run/digest`` and ``run/<environment>/position``: where the run that saved it stood.
+# * ``run/digest`` and ``run/<environment>/position``: where the run that saved it stood;
+# * ``run/episodes``: of a checkpoint saved every N episodes, the episodes its muscle had begun.
 # ``/`` never occurs in a uid, so the parts cannot be confused.
 
 BRAIN, MUSCLE, RUN = "brain/", "muscle/", "run/"
@@ -143,7 +152,9 @@ class Checkpoint:
     ``brain`` and each of ``muscles`` (by muscle uid) are :func:`learner_arrays` mappings;
     ``digest`` is the run's digest chain at its last episode end (hex; empty: unknown) and
     ``positions`` where each environment's loop stood then: (the number of its next training
-    episode, the evaluation rounds and the evaluation episodes it had run).
+    episode, the evaluation rounds and the evaluation episodes it had run). ``episodes`` is, for
+    a checkpoint saved every N episodes (``checkpoint_every``), how many episodes its muscle had
+    begun when it was saved (0: saved at the end of a phase, or unknown).
     """
 
     policy: dict[str, np.ndarray] = field(default_factory=dict)
@@ -151,6 +162,7 @@ class Checkpoint:
     muscles: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     digest: str = ""
     positions: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    episodes: int = 0
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The flat mapping written to the file."""
@@ -162,6 +174,8 @@ class Checkpoint:
             arrays[f"{RUN}digest"] = np.array(self.digest)
         for uid, at in self.positions.items():
             arrays[f"{RUN}{uid}/position"] = np.array(at, dtype=np.int64)
+        if self.episodes:
+            arrays[f"{RUN}episodes"] = np.array(self.episodes, dtype=np.int64)
         return arrays
 
     @classmethod
@@ -179,6 +193,8 @@ class Checkpoint:
                 checkpoint.muscles.setdefault(uid, {})[rest] = value
             elif name == f"{RUN}digest":
                 checkpoint.digest = str(value)
+            elif name == f"{RUN}episodes":
+                checkpoint.episodes = int(value)
             elif name.startswith(RUN) and name.endswith("/position"):
                 episode, round_, evaluations = (int(v) for v in np.asarray(value).reshape(3))
                 checkpoint.positions[name[len(RUN):-len("/position")]] = (

@@ -82,11 +82,14 @@ class CheckpointPaths(Record):
 @dataclass(frozen=True, slots=True)
 class EnvironmentPosition(Record):
     """Where an environment's episode loop stands: the number of its next training episode,
-    and the evaluation rounds and evaluation episodes it has run."""
+    and the evaluation rounds and evaluation episodes it has run; and, for a run that continues
+    its own phase (``--resume`` from a periodic checkpoint), the first episode of that phase
+    (None: the phase starts at ``episode``, as a phase that continues an earlier one does)."""
 
     episode: int = 0
     evaluation_round: int = 0
     evaluations: int = 0
+    first_episode: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,12 +19,13 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from mosaic.conductors.run_context import RunContext
+from mosaic.conductors.run_context import Progress, RunContext
 from mosaic.core.affinity import available_cpus, choose_cpu, pin_thread
 from mosaic.core.checkpoints import (
     CheckpointError,
     checkpoint_path,
     find_checkpoint,
+    previous_checkpoint,
     read_checkpoint,
     write_checkpoint,
 )
@@ -39,7 +40,7 @@ from mosaic.messages import (
 )
 from mosaic.orchestration.governing import WAIT_SLICE_MS, govern
 from mosaic.runtime.placement import kill_all_processes
-from mosaic.store.resume import StoredExperiment, StoredRun
+from mosaic.store.resume import RestartPoint, StoredExperiment, StoredRun
 from mosaic.store.writer import CALL_TIMEOUT_S
 from mosaic.transport import pin_io_threads
 from mosaic.transport.keys import CurveKeys, load_keys
@@ -241,6 +242,31 @@ class Executor:
                     done[futures[future]] = future.result()
         return [result for index in sorted(done) for result in done[index]]
 
+    def _restart(self, run: StoredRun, config: RunConfig,
+                 reason: str) -> tuple[RestartPoint, RunConfig]:
+        """Make ``run`` (of ``config``) run again in its row: from the latest periodic
+        checkpoint of its agents that the store has every record before, where it can continue
+        from there exactly, else from its start. Return where it continues and the config to
+        run it with."""
+        saved = _periodic_checkpoints(config)
+        environment = config.environments[0].uid if saved else None
+        point = self.store.run_restarted(run, reason, environment, sorted(saved, reverse=True),
+                                         self._store_timeout)
+        if not point.episode:
+            return point, config
+        files = saved[point.episode]
+        earlier = config.resume.positions.get(environment) if (
+            config.resume is not None and environment is not None) else None
+        first = earlier.episode if earlier is not None else 0
+        agents = tuple(agent if agent.checkpoints is None else dataclasses.replace(
+            agent, checkpoints=CheckpointPaths(agent.checkpoints.save, files[agent.uid]))
+            for agent in config.agents)
+        resume = ResumePoint(point.chain, {str(environment): EnvironmentPosition(
+            point.episode, 0, 0, first)})
+        log.info("run %s continues from episode %d, where its agents saved their checkpoints",
+                 run.uid, point.episode)
+        return point, dataclasses.replace(config, agents=agents, resume=resume)
+
     def _attempt(self, ctx: RunContext, index: int, cpu: int | None,
                  ) -> tuple[str, str | None, tuple[str, ...], str | None]:
         """Run ``ctx``'s run once, here or on the Ray cluster; its status, error, the parts
@@ -339,9 +365,12 @@ class Executor:
             return RunResult(run_uid, index, seed, config.phase, "finished", None,
                              stored.episodes, stored.steps, None, 0.0, digest=stored.digest,
                              params=params, earlier=True)
+        point = RestartPoint()
+        attempt_config = config
         if stored is not None:
-            run_id = self.store.run_restarted(
-                stored, f"resumed from episode 0 (it was {stored.status})", self._store_timeout)
+            run_id = stored.id
+            point, attempt_config = self._restart(stored, config,
+                                                  f"resumed (it was {stored.status})")
         else:
             run_id = self.store.run_started(experiment_id, run_uid, index, seed,
                                             self._store_timeout, params=params or None)
@@ -351,26 +380,30 @@ class Executor:
             return RunResult(run_uid, index, seed, config.phase, "failed", problem, 0, 0, None, 0.0,
                              params=params)
         started = time.monotonic()
-        attempt = 0
+        attempt, attempts = 0, self.experiment.executor.max_failures + 1
         while True:
-            ctx = RunContext.for_run(self.experiment.uid, run_uid, run_id, seed, config,
+            ctx = RunContext.for_run(self.experiment.uid, run_uid, run_id, seed, attempt_config,
                                      self.store, self._keys)
+            _carry_over(ctx.progress, point)
             status, error, killed, node = self._attempt(ctx, index, cpu)
             if not (status == "failed" and ctx.supervisor.crashed is not None
-                    and attempt < self.experiment.executor.max_failures
+                    and attempt + 1 < attempts
                     and self.cancelled_by is None and self.store.lost is None):
                 break
             attempt += 1
             log.warning("run %s failed (%s); attempt %d of %d", run_uid, error, attempt + 1,
-                        self.experiment.executor.max_failures + 1)
+                        attempts)
             again = StoredRun(run_id, run_uid, index, "failed", 0, 0, None, None, None, None)
-            self.store.run_restarted(
-                again, f"attempt {attempt + 1} of {self.experiment.executor.max_failures + 1}, "
-                f"from episode 0: {error}", self._store_timeout)
+            point, attempt_config = self._restart(
+                again, config, f"attempt {attempt + 1} of {attempts} after: {error};")
         progress = ctx.progress
         status, error = self._checked(run_id, run_uid, status, error)
         if status != "failed":  # else a brain may have died before its last save
             _save_position(config, progress.chain, progress.positions)
+        if status == "finished":  # nothing to continue from any more
+            for agent in config.agents:
+                if agent.checkpoints is not None and agent.checkpoints.save is not None:
+                    previous_checkpoint(agent.checkpoints.save).unlink(missing_ok=True)
         self.store.run_finished(run_id, status, error, progress.episodes, progress.steps,
                                 progress.digest)
         if self.store.lost is None:
@@ -420,6 +453,43 @@ def run_uids(experiment: Experiment, prefix: str) -> list[str]:
     """The uid of every run (and phase) of ``experiment`` whose uids start with ``prefix``."""
     return [phase_run_uid(experiment, f"{prefix}-r{index}", phase)
             for index in range(experiment.run_count) for phase in experiment.phase_names(index)]
+
+
+def _periodic_checkpoints(config: RunConfig) -> dict[int, dict[str, str]]:
+    """The periodic checkpoints every agent of ``config`` saved in this phase (the latest and
+    the one before, see previous_checkpoint), by the episode they were saved at: agent uid ->
+    file. Empty unless the run can continue from one exactly: a training run of one
+    environment without copies, evaluation rounds or self-play."""
+    if (config.mode == "test" or len(config.environments) != 1 or config.environments[0].copies
+            or config.evaluate_every or any(a.self_play is not None for a in config.agents)):
+        return {}
+    found: dict[int, dict[str, str]] = {}
+    for agent in config.agents:
+        save = agent.checkpoints.save if agent.checkpoints is not None else None
+        if save is None:
+            return {}
+        for path in (save, str(previous_checkpoint(save))):
+            if not os.path.exists(path):
+                continue
+            try:
+                episode = read_checkpoint(path).episodes
+            except CheckpointError as error:
+                log.warning("%s: %s; it is not continued from", path, error)
+                continue
+            if episode:
+                found.setdefault(episode, {})[agent.uid] = path
+    return {episode: files for episode, files in found.items()
+            if len(files) == len(config.agents)}
+
+
+def _carry_over(progress: Progress, point: RestartPoint) -> None:
+    """Count the episodes a run continued from a checkpoint keeps as its own."""
+    progress.episodes = len(point.returns)
+    progress.steps = point.steps
+    progress.return_sum = sum(point.returns)
+    progress.recent_returns.extend(point.returns)
+    if point.returns:
+        progress.last_return = point.returns[-1]
 
 
 def _text_of(source: Path) -> str | None:

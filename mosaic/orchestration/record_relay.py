@@ -115,11 +115,13 @@ class RecordRelay:
                        total_return: float | None, returns: Mapping[str, float],
                        terminated: bool, truncated: bool, seed: int | None, copy: int = 0,
                        evaluation: bool = False,
-                       snapshots: Mapping[str, int] | None = None) -> None:
+                       snapshots: Mapping[str, int] | None = None,
+                       chain: str | None = None) -> None:
         self._queue.append(("episode", (run_id, environment, episode, steps, total_return,
                                         dict(returns), terminated, truncated, seed, copy,
                                         evaluation,
-                                        None if snapshots is None else dict(snapshots))))
+                                        None if snapshots is None else dict(snapshots),
+                                        chain)))
 
     # -- sending -----------------------------------------------------------------------------
     def start(self) -> None:

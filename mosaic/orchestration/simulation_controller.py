@@ -310,7 +310,8 @@ class SimulationController(Component):
             loop.record_episodes = records != "none"
             at = config.resume.positions.get(env.uid) if config.resume is not None else None
             if at is not None and isinstance(loop, _EnvironmentLoop):
-                loop.episode = loop.first_episode = at.episode
+                loop.episode = at.episode
+                loop.first_episode = at.episode if at.first_episode is None else at.first_episode
                 loop.evaluation_round, loop.evaluations_done = at.evaluation_round, at.evaluations
             loop.store_info = env.store_info
             self._loops.append(loop)
@@ -545,12 +546,14 @@ class SimulationController(Component):
                           truncated: bool) -> None:
         total = float(loop.returns[copy])
         self.ctx.progress.agent_ended_episode(loop.mapping[loop.slot], total)
+        self._hand_over_rows()  # an episode's record never goes to the store before its steps
+        chain = self._link_chain()
         if loop.record_episodes and self.ctx.store is not None:
             # A vector that resets its copies itself seeds them all at once, not per episode.
             seed = int(loop.seeds[copy]) if loop.reseeds else None
             self.ctx.store.record_episode(self.ctx.run_id, loop.uid, int(loop.episode[copy]),
                                           int(loop.step[copy]), total, {loop.slot: total},
-                                          terminated, truncated, seed, copy)
+                                          terminated, truncated, seed, copy, chain=chain)
         loop.episode[copy] += 1
         loop.episodes_done += 1
         if loop.episodes_done >= self._episodes:
@@ -687,10 +690,13 @@ class SimulationController(Component):
             by_agent[agent] = by_agent.get(agent, 0.0) + value
         for agent, value in by_agent.items():
             self.ctx.progress.agent_ended_episode(agent, value)
+        self._hand_over_rows()  # an episode's record never goes to the store before its steps
+        chain = self._link_chain()
         if loop.record_episodes and self.ctx.store is not None:
             self.ctx.store.record_episode(self.ctx.run_id, loop.uid, loop.episode, loop.step, total,
                                           dict(loop.returns), terminated, truncated,
-                                          loop.episode_seed, snapshots=loop.snapshots or None)
+                                          loop.episode_seed, snapshots=loop.snapshots or None,
+                                          chain=chain)
         loop.episode += 1
         loop.needs_reset = True
         done = loop.episode - loop.first_episode >= self._episodes
@@ -723,12 +729,16 @@ class SimulationController(Component):
             loop.evaluation_round += 1
             loop.finished = loop.finished or loop.finish_after_evaluation
 
-    def _episode_ended(self, environment: str, total: float) -> None:
-        """Count an ended episode and link the digest chain; end the run's loops if a
-        termination condition is met."""
-        chain = self._digest.digest()
-        self._chain = chain.hex()
+    def _link_chain(self) -> str:
+        """An episode ended: link the digest chain, and return its new link (hex), which the
+        episode's record keeps (a run resumed from this episode's end starts from it)."""
+        self._chain = self._digest.digest().hex()
         self._digest = _chained(self._chain)
+        return self._chain
+
+    def _episode_ended(self, environment: str, total: float) -> None:
+        """Count an ended episode (its chain linked); end the run's loops if a termination
+        condition is met."""
         progress = self.ctx.progress
         progress.episodes += 1
         progress.return_sum += total

@@ -32,6 +32,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -284,7 +285,17 @@ class WriterThreadMixin:
 
     def _given_rows(self, kind: int, rows: Sequence[Any]) -> None:
         """Count the rows a run gave, whether or not they can be stored (see _verify)."""
-        for run, count in Counter(map(_run_of_row, rows)).items():
+        try:
+            # Counted by their first field as it is, in C; then each distinct value (a call's
+            # rows are of one run, mostly) as a run id, which merges 1, np.int64(1) and "1".
+            firsts = Counter(map(itemgetter(0), rows))
+        except (TypeError, IndexError, KeyError):  # a row too broken to tell its run
+            counts = Counter(map(_run_of_row, rows))
+        else:
+            counts = Counter()
+            for first, count in firsts.items():
+                counts[_run_of_row((first,))] += count
+        for run, count in counts.items():
             given = self._given.get(run)
             if given is None:
                 given = self._given[run] = _Given()
@@ -342,7 +353,7 @@ class WriterThreadMixin:
     def _episode_params(self, payload: tuple[Any, ...]) -> dict[str, Any] | None:
         try:
             (run, env, ep, steps, total, returns, term, trunc, seed, copy, evaluation,
-             snapshots) = payload
+             snapshots, chain) = payload
             return {
                 "run_id": int(run),
                 "environment": env,
@@ -357,6 +368,7 @@ class WriterThreadMixin:
                 "evaluation": bool(evaluation),
                 "snapshots": None if snapshots is None else {
                     str(k): int(v) for k, v in dict(snapshots).items()},
+                "chain": None if chain is None else str(chain),
             }
         except Exception as exc:
             self._record_error(exc, "an episode record cannot be stored", 1)
@@ -388,7 +400,7 @@ class WriterThreadMixin:
             units, self._for_spill = self._for_spill, []
             self._to_spill(units)
 
-    def _to_spill(self, units: Sequence[tuple[int, Any]]) -> None:
+    def _to_spill(self, units: Sequence[tuple[int, Any]], mark: bool = True) -> None:
         rows = sum(_unit_rows(kind, params) for kind, params in units)
         try:
             spill = self._open_spill()
@@ -399,7 +411,7 @@ class WriterThreadMixin:
             return
         with self._lock:
             self._stats = _bump(self._stats, rows_spilled=self._stats.rows_spilled + rows)
-        if self._lost is not None:
+        if self._lost is not None or not mark:
             return  # nothing of the backlog is written any more
         tail = self._backlog[-1] if self._backlog else None
         if isinstance(tail, _Spilled) and tail.end == start:
@@ -597,14 +609,11 @@ class WriterThreadMixin:
         self._memory_rows = 0
         # Nothing is written any more: markers of spilled records are dropped (the records are
         # in the file already), batches go to the file; calls and flushes fail below.
-        lost_marker = StoreLost(f"store {self.location} lost")
-        with self._lock:
-            self._lost = lost_marker
         for entry in backlog:
             if isinstance(entry, Batch):
                 check = [(CHECK, [self._writer_key, entry.seq, len(entry.units)])] if (
                     entry.tried) else []
-                self._to_spill([*check, *entry.units])
+                self._to_spill([*check, *entry.units], mark=False)
             elif not isinstance(entry, _Spilled):
                 self._backlog.append(entry)
         self._lost_why = f"{why} ({outage.reason})"
@@ -649,17 +658,20 @@ class WriterThreadMixin:
         """What the store lacks of what run ``run_id`` gave the writer (None: nothing)."""
         given = self._given.get(run_id, _Given())
         missing = []
-        for what, table, count in (("steps", schema.steps, given.steps),
-                                   ("episodes", schema.episodes, given.episodes),
-                                   ("metrics", schema.metrics, given.metrics)):
-            held = conn.execute(sa.select(sa.func.count()).select_from(table)
-                                .where(table.c.run_id == run_id)).scalar_one()
+        held_now = _held(conn, run_id)
+        for (what, count), held in zip((("steps", given.steps), ("episodes", given.episodes),
+                                        ("metrics", given.metrics)), held_now, strict=True):
             if held != count:
                 missing.append(f"{held} of {count} {what}")
         if not missing:
             return None
         return (f"the store {self.location} holds {', '.join(missing)} of this run "
                 "(see the log for the writer's errors)")
+
+    def _given_from_store(self, conn: sa.Connection, run_id: int) -> None:
+        """Count what the store holds of run ``run_id`` as given (a run that continues from a
+        checkpoint keeps its rows from before)."""
+        self._given[run_id] = _Given(*_held(conn, run_id))
 
     def _count(self, batch: Batch) -> None:
         with self._lock:
@@ -733,6 +745,14 @@ def insert_returning_id(
     if key is None:  # pragma: no cover - every supported database returns it
         raise StoreError(f"the database returned no id for the {what}")
     return int(key[0])
+
+
+def _held(conn: sa.Connection, run_id: int) -> tuple[int, int, int]:
+    """How many steps, episodes and metrics of run ``run_id`` the store holds."""
+    return tuple(  # type: ignore[return-value]
+        int(conn.execute(sa.select(sa.func.count()).select_from(table)
+                         .where(table.c.run_id == run_id)).scalar_one())
+        for table in (schema.steps, schema.episodes, schema.metrics))
 
 
 def _run_of_row(row: Any) -> int | None:

@@ -14,6 +14,7 @@ import hashlib
 import os
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
@@ -21,7 +22,8 @@ import sqlalchemy as sa
 from mosaic.store import schema
 from mosaic.store._batch import INSERT_TRANSITION
 
-__all__ = ["StoredExperiment", "StoredRun", "file_hash", "find_experiment", "restart_run"]
+__all__ = ["RestartPoint", "StoredExperiment", "StoredRun", "file_hash", "find_experiment",
+           "restart_run"]
 
 #: The state a resumed run's transition goes to.
 RESUMED = "resumed"
@@ -99,14 +101,52 @@ def find_experiment(conn: sa.Connection, uid: str) -> StoredExperiment | None:
                             str(row.run_prefix), runs)
 
 
-def restart_run(conn: sa.Connection, run: StoredRun, reason: str) -> None:
-    """Make ``run`` run again from its start in its own row: remove its steps, episodes and
-    metrics, set it running in this process, and record a ``resumed`` transition."""
+@dataclass(frozen=True)
+class RestartPoint:
+    """Where a restarted run continues: its first episode (0: from its start), the digest chain
+    once the episode before ended (hex; "" from the start), and the steps and the returns (in
+    order) of the training episodes it keeps."""
+
+    episode: int = 0
+    chain: str = ""
+    steps: int = 0
+    returns: tuple[float, ...] = ()
+
+
+def restart_run(conn: sa.Connection, run: StoredRun, reason: str,
+                environment: str | None = None, episodes: Sequence[int] = ()) -> RestartPoint:
+    """Make ``run`` run again in its own row: from the first of ``episodes`` (of
+    ``environment``, its only one) whose episode before the store holds with its digest chain
+    (its checkpoints may be ahead of the store), or from its start. Remove its steps, episodes
+    and metrics from there on, set it running in this process, and record a ``resumed``
+    transition (``reason``, and from which episode)."""
+    point = RestartPoint()
+    e = schema.episodes
+    for episode in episodes if environment is not None else ():
+        if episode <= 0:
+            continue
+        chain = conn.execute(sa.select(e.c.chain).where(
+            e.c.run_id == run.id, e.c.environment == environment,
+            e.c.episode == episode - 1, e.c.evaluation.is_(False))).scalar_one_or_none()
+        if chain:
+            kept = conn.execute(sa.select(e.c.steps, e.c.total_return).where(
+                e.c.run_id == run.id, e.c.episode < episode, e.c.evaluation.is_(False))
+                .order_by(e.c.episode)).all()
+            point = RestartPoint(episode, str(chain), sum(int(r.steps) for r in kept),
+                                 tuple(float(r.total_return or 0.0) for r in kept))
+            break
     for table in (schema.steps, schema.episodes, schema.metrics):
-        conn.execute(sa.delete(table).where(table.c.run_id == run.id))
+        where = table.c.run_id == run.id
+        if point.episode:
+            where = where & (table.c.episode >= point.episode)
+        conn.execute(sa.delete(table).where(where))
     now = time.time()
     conn.execute(sa.update(schema.runs).where(schema.runs.c.id == run.id).values(
-        status="running", started_at=now, ended_at=None, error=None, episodes=0, steps=0,
-        digest=None, heartbeat_at=now, pid=os.getpid(), hostname=socket.gethostname()))
+        status="running", started_at=now, ended_at=None, error=None,
+        episodes=len(point.returns), steps=point.steps, digest=None, heartbeat_at=now,
+        pid=os.getpid(), hostname=socket.gethostname()))
+    where_from = (f"from episode {point.episode} (its checkpoint)" if point.episode
+                  else "from episode 0")
     conn.execute(INSERT_TRANSITION, {"p_run": run.id, "p_from": run.status, "p_to": RESUMED,
-                                     "p_reason": reason, "p_at": now})
+                                     "p_reason": f"{reason} {where_from}", "p_at": now})
+    return point

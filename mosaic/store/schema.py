@@ -33,8 +33,9 @@ SCHEMA_VERSION = 7
 #: Version 2 added the ``copy`` columns of episodes and steps, version 3 the ``params`` column of
 #: runs, version 4 the ``evaluation`` column of episodes, version 5 its ``snapshots`` column,
 #: version 6 the ``info`` column of steps, version 7 the ``text``, ``hash`` and ``run_prefix``
-#: columns of experiments (what ``--resume`` needs); a store of an earlier version is upgraded in
-#: place when it is opened for writing (see :func:`ensure_schema`). Each upgrade only adds.
+#: columns of experiments and the ``chain`` column of episodes (what ``--resume`` needs); a
+#: store of an earlier version is upgraded in place when it is opened for writing (see
+#: :func:`ensure_schema`). Each upgrade only adds.
 _UPGRADABLE = ("1", "2", "3", "4", "5", "6")
 
 RUN_STATUSES = ("created", "running", "finished", "failed", "cancelled")
@@ -123,6 +124,9 @@ episodes = sa.Table(
     # Self-play: the snapshot each self-play agent played with, as {agent: the episode at
     # which it was taken} (null in an episode without self-play agents).
     sa.Column("snapshots", sa.JSON(none_as_null=True)),
+    # The run's digest chain once this episode ended (hex): where a run resumed from the
+    # episode's end picks it up (null before version 7).
+    sa.Column("chain", sa.String(64)),
     sa.Index("ix_episodes_run", "run_id", "environment", "episode"),
 )
 
@@ -208,7 +212,7 @@ def _upgrade(connection: sa.Connection, version: int) -> None:
     existing episode). To 5: the ``snapshots`` column of episodes (null for every existing
     episode). To 6: the ``info`` column of steps (null for every existing step). To 7: the
     ``text``, ``hash`` and ``run_prefix`` columns of experiments (null for every existing one:
-    they cannot be resumed).
+    they cannot be resumed), and the ``chain`` column of episodes (null).
     """
     if version < 2:
         for table in (episodes, steps):
@@ -230,6 +234,8 @@ def _upgrade(connection: sa.Connection, version: int) -> None:
         for column in (experiments.c.text, experiments.c.hash, experiments.c.run_prefix):
             kind = column.type.compile(dialect=connection.dialect)
             connection.execute(sa.text(f"ALTER TABLE experiments ADD COLUMN {column.name} {kind}"))
+        kind = episodes.c.chain.type.compile(dialect=connection.dialect)
+        connection.execute(sa.text(f"ALTER TABLE episodes ADD COLUMN chain {kind}"))
     connection.execute(sa.update(meta).where(meta.c.key == "schema_version")
                        .values(value=str(SCHEMA_VERSION)))
 

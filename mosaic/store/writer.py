@@ -51,6 +51,7 @@ from mosaic.store._writer_thread import (
     insert_returning_id,
 )
 from mosaic.store.resume import (
+    RestartPoint,
     StoredExperiment,
     StoredRun,
     file_hash,
@@ -359,17 +360,22 @@ class StoreWriter(WriterThreadMixin):
         return self._call(lambda conn: find_experiment(conn, uid), timeout,
                           f"finding experiment {uid!r}")
 
-    def run_restarted(self, run: StoredRun, reason: str,
-                      timeout: float = CALL_TIMEOUT_S) -> int:
-        """Make the stored ``run`` run again from its start in its own row (its steps,
-        episodes and metrics removed, a ``resumed`` transition with ``reason``), as running in
-        this process; return its id. Raises StoreError as the other synchronous calls do."""
+    def run_restarted(self, run: StoredRun, reason: str, environment: str | None = None,
+                      episodes: Sequence[int] = (), timeout: float = CALL_TIMEOUT_S,
+                      ) -> RestartPoint:
+        """Make the stored ``run`` run again in its own row, from the first of ``episodes``
+        (of ``environment``) the store can continue from, or from its start (see
+        :func:`mosaic.store.resume.restart_run`), as running in this process; return where it
+        continues. Raises StoreError as the other synchronous calls do."""
 
-        def restart(conn: sa.Connection) -> int:
-            restart_run(conn, run, reason)
+        def restart(conn: sa.Connection) -> RestartPoint:
+            point = restart_run(conn, run, reason, environment, episodes)
             self._note_run(run.id, run.uid)
-            self._given.pop(run.id, None)  # what it gave before is removed with its rows
-            return run.id
+            # What it gave before is removed with its rows, but for the episodes it keeps.
+            self._given.pop(run.id, None)
+            if point.episode:
+                self._given_from_store(conn, run.id)
+            return point
 
         return self._call(restart, timeout, f"resuming run {run.uid!r}")
 
@@ -441,12 +447,14 @@ class StoreWriter(WriterThreadMixin):
         copy: int = 0,
         evaluation: bool = False,
         snapshots: Mapping[str, int] | None = None,
+        chain: str | None = None,
     ) -> None:
         """Enqueue an episode summary; ``returns`` maps environment agent ids to returns.
 
         ``copy`` is the copy of an environment with ``copies:`` the episode ran in;
         ``evaluation`` marks a greedy evaluation episode (``evaluate_every``), not a training one;
-        ``snapshots`` names the snapshot each self-play agent played with (see ``self_play``).
+        ``snapshots`` names the snapshot each self-play agent played with (see ``self_play``);
+        ``chain`` is the run's digest chain once the episode ended (hex).
 
         Never blocks; raises StoreError only if the writer is closed.
         """
@@ -468,6 +476,7 @@ class StoreWriter(WriterThreadMixin):
                     copy,
                     evaluation,
                     snapshots,
+                    chain,
                 ),
             )
         )

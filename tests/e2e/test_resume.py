@@ -115,7 +115,8 @@ def test_resume_after_a_sigkill_ends_as_an_uninterrupted_invocation(
     # Each run that had started and not finished continues in its own row, once; the others
     # start as they would have.
     assert sorted(uid for uid, _ in continued) == sorted(unfinished)
-    assert all(reason.startswith("resumed from episode 0") for _, reason in continued)
+    assert all(reason == "resumed (it was running) from episode 0"
+               for _, reason in continued)
 
 
 def test_resume_refuses_a_changed_file_and_says_when_there_is_nothing_to_resume(
@@ -156,7 +157,8 @@ def test_a_run_whose_part_crashed_is_run_again_under_max_failures(tmp_path: Path
     assert status == "finished"
     assert query(store, "SELECT count(*) FROM steps") == [(steps,)]
     [(reason,)] = query(store, "SELECT reason FROM transitions WHERE to_state = 'resumed'")
-    assert reason.startswith("attempt 2 of 2, from episode 0: ") and "died" in reason
+    assert reason.startswith("attempt 2 of 2 after: ") and "died" in reason
+    assert reason.endswith("from episode 0")
 
     marker.unlink()
     once = write_experiment(tmp_path, crashing.replace("{max_failures: 1}", "{max_failures: 0}"),
@@ -199,3 +201,60 @@ def test_resume_after_a_sigkill_during_shutdown(tmp_path: Path, process_tag: str
     assert digests(store) == digests(tmp_path / "whole.sqlite")
     assert query(store, "SELECT count(*) FROM steps") == query(
         store, "SELECT sum(steps) FROM runs")
+
+
+LEARNER = """\
+    uid: periodic
+    seed: 5
+    episodes: 300
+    placement: {placement}
+    environments:
+      - uid: cartpole
+        env: gymnasium:CartPole-v1
+    agents:
+      - uid: learner
+        brain: mosaic.agents.learners:PolicyGradientBrain
+        muscle: mosaic.agents.learners:PolicyGradientMuscle
+        params: {{hidden_sizes: [16], learning_rate: 0.01, batch_episodes: 4}}
+        checkpoint_every: 25
+"""
+
+
+@pytest.mark.parametrize("placement", ["thread", "process"])
+def test_a_learner_resumes_from_its_last_periodic_checkpoint_with_the_same_digest(
+        placement: str, tmp_path: Path, process_tag: str) -> None:
+    """Killed past its checkpoints at episodes 100 and 125, a policy-gradient run continues
+    from the latest one the store has every record before, not from its start, and ends as an
+    uninterrupted run: the same digest, every step once."""
+    text = LEARNER.format(placement=placement)
+    (tmp_path / "whole").mkdir()
+    whole = write_experiment(tmp_path / "whole", text)
+    done = run_mosaic("experiment-start", str(whole), "--store", str(tmp_path / "whole.sqlite"),
+                      "-q", timeout=180)
+    assert done.returncode == 0, done.stderr
+
+    path = write_experiment(tmp_path, text)
+    store = tmp_path / "results.sqlite"
+    proc = start_in_session("experiment-start", str(path), "--store", str(store), "-q")
+    try:
+        deadline = time.monotonic() + 120
+        while count(store, "SELECT count(*) FROM episodes") < 130:
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.monotonic() < deadline, "no 130 episodes within 120 s"
+            time.sleep(0.02)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+    resumed = run_mosaic("experiment-start", str(path), "--store", str(store), "--resume",
+                         "-q", timeout=180)
+    assert resumed.returncode == 0, resumed.stderr
+    [(reason,)] = query(store, "SELECT reason FROM transitions WHERE to_state = 'resumed'")
+    continued = int(reason.rsplit("from episode ", 1)[1].split()[0])
+    assert continued in (100, 125, 150, 175), reason  # a checkpoint, not the start
+    assert reason.endswith("(its checkpoint)")
+    assert digests(store) == digests(tmp_path / "whole.sqlite")
+    assert query(store, "SELECT count(*) FROM steps") == query(store, "SELECT steps FROM runs")
+    assert query(store, "SELECT count(*) FROM episodes") == [(300,)]
+    assert query(store, "SELECT count(*) FROM (SELECT 1 FROM steps GROUP BY episode, step "
+                        "HAVING count(*) > 1)") == [(0,)]

@@ -16,7 +16,8 @@ from mosaic.store import SCHEMA_VERSION, open_store
 from tests.store.test_writer import make_writer, new_run
 
 #: What each schema version added: (table, column) pairs, dropped to go back below it.
-ADDED_IN = {7: [("experiments", "text"), ("experiments", "hash"), ("experiments", "run_prefix")],
+ADDED_IN = {7: [("experiments", "text"), ("experiments", "hash"), ("experiments", "run_prefix"),
+                ("episodes", "chain")],
             6: [("steps", "info")], 5: [("episodes", "snapshots")],
             4: [("episodes", "evaluation")], 3: [("runs", "params")],
             2: [("episodes", "copy"), ("steps", "copy")]}
