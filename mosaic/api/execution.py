@@ -54,26 +54,31 @@ def join_cluster(experiment: Experiment, ray: str | None = None) -> str | None:
     ``placement: ray``; return its address (``None``: the runs need none).
 
     Call it before anything starts: raises :class:`~mosaic.runtime.ray_support.RayMissing`
-    (which extra to install) or :class:`~mosaic.core.errors.MosaicError` (the cluster cannot
-    be reached).
+    (which extra to install), :class:`~mosaic.core.errors.ClusterTooSmall` (a run, or a
+    ``placement: ray`` component, asks more than any alive node of the cluster has: see
+    :func:`~mosaic.orchestration.ray_fit.check_fits`) or
+    :class:`~mosaic.core.errors.MosaicError` (the cluster cannot be reached).
     """
     settings = experiment.executor.ray
     address = ray or (settings.address if settings is not None else None)
     if address is None and "ray" in experiment.placements():
         address = "auto"
     if address is not None:
+        from mosaic.orchestration.ray_fit import check_fits
         from mosaic.runtime.ray_support import connect
 
-        connect(address)
+        check_fits(connect(address), experiment,
+                   runs=ray is not None or (settings is not None and settings.runs))
     return address
 
 
-def execute(experiment: Experiment, writer: StoreWriter, *, jobs: int = 1,
+def execute(experiment: Experiment, writer: StoreWriter, *, jobs: int | None = None,
             on_progress: ProgressCallback | None = None,
             on_run_end: Callable[[RunResult], None] | None = None,
             exit_at_once: bool = True, ray: str | None = None,
             resume: StoredExperiment | None = None) -> Execution:
-    """Run every run of ``experiment``, ``jobs`` at a time, recording them through ``writer``.
+    """Run every run of ``experiment``, ``jobs`` at a time, recording them through ``writer``
+    (``None``: one at a time on this machine, every run at once on a Ray cluster).
 
     The first SIGINT or SIGTERM (in the main thread) cancels: active runs shut down in order,
     later ones do not start, and the result says which signal it was; a second SIGINT kills

@@ -20,7 +20,7 @@ _RESOLVED = {"source", "store_path", "store_url", "curve_keys_dir", "points"}
 
 
 def run(experiment: str | os.PathLike[str] | Experiment | Mapping[str, Any], /, *,
-        jobs: int = 1, progress: bool | None = None, ray: str | None = None,
+        jobs: int | None = None, progress: bool | None = None, ray: str | None = None,
         **overrides: Any) -> Results:
     """Run ``experiment`` and return its :class:`~mosaic.api.results.Results`.
 
@@ -33,7 +33,8 @@ def run(experiment: str | os.PathLike[str] | Experiment | Mapping[str, Any], /, 
     (or ``sweep=None`` to run without the file's sweep), and nested keys by their key path,
     dots between keys and numbers for list items:
     ``**{"agents.0.params.learning_rate": 0.01}``. A relative ``store.path`` resolves against
-    the file's folder. ``jobs`` runs that many runs at once; ``progress`` shows a bar per
+    the file's folder. ``jobs`` runs that many runs at once (``None``: one on this machine,
+    every run on a Ray cluster); ``progress`` shows a bar per
     active run on stderr (``None``: only on a terminal or in a notebook; ``False``: never;
     ``True``: always, as plain lines where bars cannot be drawn). ``ray`` (``"auto"`` or a
     Ray address) runs each run as a task on that Ray cluster, as ``--ray`` does.
@@ -48,7 +49,9 @@ def run(experiment: str | os.PathLike[str] | Experiment | Mapping[str, Any], /, 
     Raises :class:`~mosaic.core.errors.ConfigError` for an invalid experiment or override
     (with the key path, as the command prints it) and
     :class:`~mosaic.core.errors.StoreError` for a store that cannot be opened or fails, and
-    :class:`~mosaic.runtime.ray_support.RayMissing` when the runs need Ray and it is missing.
+    :class:`~mosaic.runtime.ray_support.RayMissing` when the runs need Ray and it is missing,
+    and :class:`~mosaic.core.errors.ClusterTooSmall` when a run asks more than any node of
+    the cluster has.
     """
     loaded = _experiment(experiment, overrides)
     join_cluster(loaded, ray)

@@ -73,8 +73,9 @@ def cli() -> None:
 @click.option("--store", "store", metavar="PATH|URL", help="SQLite file or PostgreSQL URL "
               "(postgresql://user:password@host:port/db) for the results (default: the file's "
               "store.url or store.path, or <experiment>.sqlite next to it).")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Runs (seeds) to run at once, each with its own RunGovernor.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
+              help="Runs (seeds) to run at once, each with its own RunGovernor (default: 1; "
+              "on a Ray cluster, every run, up to 64).")
 @click.option("--ray", "ray", metavar="auto|ADDRESS",
               help="Run each run as a task on the Ray cluster at ADDRESS (host:port), or on the "
               "one this machine belongs to (auto); needs mosaic[ray].")
@@ -85,8 +86,8 @@ def cli() -> None:
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
 @click.option("--timings", metavar="FILE", hidden=True,
               help="Write first/last step wall-clock times as JSON (for benchmarks).")
-def experiment_start(file: str, store: str | None, jobs: int, ray: str | None, resume: bool,
-                     quiet: bool, verbose: int, timings: str | None) -> None:
+def experiment_start(file: str, store: str | None, jobs: int | None, ray: str | None,
+                     resume: bool, quiet: bool, verbose: int, timings: str | None) -> None:
     """Run the experiment in FILE and record every step."""
     configure_logging(logging.WARNING - 10 * min(verbose, 2))
     from mosaic.cli.processes import keep_command_zygote, start_command_zygote
@@ -101,7 +102,7 @@ def experiment_start(file: str, store: str | None, jobs: int, ray: str | None, r
 
     try:
         join_cluster(experiment, ray)
-    except MosaicError as error:  # Ray missing (which extra to install), or no cluster there
+    except MosaicError as error:  # Ray missing (the extra to name), no cluster, too small a one
         exit_with_error(error, EXIT_BAD_INPUT)
 
     click.echo(format_title(experiment), err=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "CallAbandoned",
+    "ClusterTooSmall",
     "CodecError",
     "ComponentDied",
     "ConfigError",
@@ -98,6 +99,11 @@ class ConfigError(MosaicError):
         error.problems = tuple(problems)
         error.args = ("\n".join(str(problem) for problem in problems),)
         return error
+
+
+class ClusterTooSmall(MosaicError):
+    """A run, or a ``placement: ray`` component, asks more of a resource than any one alive
+    node of the Ray cluster has: it would wait on the cluster's queue for ever."""
 
 
 class CodecError(MosaicError):

@@ -592,6 +592,10 @@ class RayExecutorConfig(StrictModel):
     component_cpus: CpuCount = Field(default=1.0, description="a number of CPUs >= 0")
     component_resources: dict[str, CpuCount] = Field(
         default_factory=dict, description="a mapping of Ray resource names to amounts >= 0")
+    queue_timeout_s: float = Field(
+        default=300.0, gt=0, allow_inf_nan=False,
+        description="a number of seconds > 0 (how long a run may wait on the cluster's queue "
+        "for a node with its CPUs free before it fails)")
 
 
 class ExecutorConfig(StrictModel):

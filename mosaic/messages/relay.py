@@ -19,7 +19,11 @@ RECORD_KINDS = frozenset({"steps", "metrics", "transition", "episode"})
 class RunRecordsRequest(Request):
     """Run on a Ray node -> the command: the records since the last request, in order, and the
     run's progress counters now (see mosaic.orchestration.record_relay). Also sent with no
-    records, a few times a second: it is how the command knows the run is alive."""
+    records, a few times a second: it is how the command knows the run is alive.
+
+    Each item of ``records`` is a ``(kind, args)`` record, or a list of them packed with the
+    codec as one ``bytes`` value (how RecordRelay sends them: the command decodes them off the
+    thread that receives the request)."""
 
     run_uid: str
     node: str

@@ -102,15 +102,18 @@ class Executor:
     (a library's), the runs then end within their shutdown timeouts, every component of theirs
     already gone.
 
-    With ``ray`` (a Ray address or ``auto``) or the file's ``executor: {ray: ...}``, each run is
-    a task on that Ray cluster (:mod:`mosaic.orchestration.ray_runs`), all of them submitted at
-    once (``jobs`` at least the run count, up to :data:`RAY_JOBS`): the cluster decides how many
-    step at once. The store stays here; a second SIGINT also ends every run's task.
+    ``jobs`` (``None``: the default) is 1 on this machine. With ``ray`` (a Ray address or
+    ``auto``) or the file's ``executor: {ray: ...}``, each run is a task on that Ray cluster
+    (:mod:`mosaic.orchestration.ray_runs`); ``jobs`` runs are submitted at once, by default
+    every run, up to :data:`RAY_JOBS` (the cluster decides how many step at once). A run whose
+    task waits on the cluster's queue longer than ``executor.ray.queue_timeout_s`` fails. The
+    store stays here; a second SIGINT also ends every run's task.
     """
 
     def __init__(self, experiment: Experiment, store: StoreWriter, *,
                  on_progress: ProgressCallback | None = None,
-                 on_run_end: Callable[[RunResult], None] | None = None, jobs: int = 1,
+                 on_run_end: Callable[[RunResult], None] | None = None,
+                 jobs: int | None = None,
                  exit_at_once: bool = True, ray: str | None = None,
                  resume: StoredExperiment | None = None) -> None:
         self.experiment = experiment
@@ -120,7 +123,7 @@ class Executor:
         self.on_progress = on_progress
         self.on_run_end = on_run_end
         self.cancelled_by: int | None = None
-        if jobs < 1:
+        if jobs is not None and jobs < 1:
             raise ValueError(f"jobs must be at least 1, got {jobs}")
         self.exit_at_once = exit_at_once
         #: A synchronous call to the store waits out an outage before it gives up.
@@ -133,13 +136,15 @@ class Executor:
         self._cluster: RayRuns | None = None
         settings = experiment.executor.ray
         if ray is not None or (settings is not None and settings.runs):
+            from mosaic.experiment.schema import RayExecutorConfig
             from mosaic.orchestration.ray_runs import RayRuns
 
-            address = ray or (settings.address if settings is not None else "auto")
-            self._cluster = RayRuns(address, store, settings.cpus_per_component
-                                    if settings is not None else 1.0)
-            jobs = max(jobs, min(RAY_JOBS, experiment.run_count))
-        self.jobs = jobs
+            settings = settings or RayExecutorConfig()
+            self._cluster = RayRuns(ray or settings.address, store, settings.cpus_per_component,
+                                    queue_timeout_s=settings.queue_timeout_s)
+            if jobs is None:
+                jobs = min(RAY_JOBS, experiment.run_count)
+        self.jobs = jobs = jobs or 1
         #: The CPU of the step loop (of the first run, with several jobs; see mosaic.core.affinity).
         self.hot_cpu = choose_cpu(experiment.cpu_affinity)
         if jobs == 1:
@@ -268,9 +273,9 @@ class Executor:
         return point, dataclasses.replace(config, agents=agents, resume=resume)
 
     def _attempt(self, ctx: RunContext, index: int, cpu: int | None,
-                 ) -> tuple[str, str | None, tuple[str, ...], str | None]:
+                 ) -> tuple[str, str | None, tuple[str, ...], str | None, float | None]:
         """Run ``ctx``'s run once, here or on the Ray cluster; its status, error, the parts
-        killed at shutdown and its Ray node."""
+        killed at shutdown, its Ray node and when it started there (``time.time()``)."""
         with self._lock:
             self._active.add(ctx)
         if self.cancelled_by is not None or self.store.lost is not None:
@@ -278,10 +283,10 @@ class Executor:
         ctx.hot_cpu = cpu
         on_wait = (None if self.on_progress is None
                    else functools.partial(self.on_progress, index, ctx))
-        node = None
+        node = started_at = None
         try:
             if self._cluster is not None:
-                status, error, killed, node = self._cluster.run(ctx, index, on_wait)
+                status, error, killed, node, started_at = self._cluster.run(ctx, index, on_wait)
             else:
                 status, error, killed = govern(ctx, self.experiment.uid, index, on_wait)
         finally:
@@ -289,7 +294,7 @@ class Executor:
                 self._active.discard(ctx)
         if on_wait is not None:
             on_wait()  # where the run ended: a run shorter than the wait's slice shows it too
-        return status, error, killed, node
+        return status, error, killed, node, started_at
 
     def _run_phases(self, experiment_id: int, prefix: str, index: int, run_seed: int,
                     cpu: int | None) -> list[RunResult]:
@@ -381,11 +386,13 @@ class Executor:
                              params=params)
         started = time.monotonic()
         attempt, attempts = 0, self.experiment.executor.max_failures + 1
+        started_at: float | None = None
         while True:
             ctx = RunContext.for_run(self.experiment.uid, run_uid, run_id, seed, attempt_config,
                                      self.store, self._keys)
             _carry_over(ctx.progress, point)
-            status, error, killed, node = self._attempt(ctx, index, cpu)
+            status, error, killed, node, began = self._attempt(ctx, index, cpu)
+            started_at = started_at or began
             if not (status == "failed" and ctx.supervisor.crashed is not None
                     and attempt + 1 < attempts
                     and self.cancelled_by is None and self.store.lost is None):
@@ -404,8 +411,9 @@ class Executor:
             for agent in config.agents:
                 if agent.checkpoints is not None and agent.checkpoints.save is not None:
                     previous_checkpoint(agent.checkpoints.save).unlink(missing_ok=True)
+        # A run on Ray starts once a node has room for it: its start there, not its submission.
         self.store.run_finished(run_id, status, error, progress.episodes, progress.steps,
-                                progress.digest)
+                                progress.digest, started_at=started_at)
         if self.store.lost is None:
             with contextlib.suppress(StoreLost):  # the run's end is in the spill file then
                 self.store.flush(FLUSH_TIMEOUT_S)

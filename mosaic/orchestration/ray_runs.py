@@ -6,6 +6,13 @@ bytes, through Ray: never a file), and the address of a server of the command's,
 relays its records and progress (:mod:`mosaic.orchestration.record_relay`): the store keeps
 one writer, and progress and the summary look as for a local run.
 
+Waiting: a run's task waits on the cluster's queue until a node has its CPUs free. A request
+no node could ever meet is refused before anything starts (:mod:`mosaic.orchestration.ray_fit`);
+a run not started yet says so every :data:`QUEUE_WARN_EVERY_S` (a warning: what it waits for,
+and what the cluster has free; the first one sooner with a short timeout), and after
+``queue_timeout_s`` its task is cancelled and the run fails, saying why. "Started" is the run's
+first relayed batch, which comes once its worker runs.
+
 Failures: a run that says nothing for its heartbeat timeout (its node died, or its worker) is
 failed, naming the node, and its task is cancelled; the other runs go on. A cancel (Ctrl-C)
 reaches each run with the answer to its next batch and the run shuts down in order; runs not
@@ -23,12 +30,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from mosaic.conductors.run_context import RunContext, planned_processes
+from mosaic.conductors.run_context import RunContext
 from mosaic.core.lifeline import arm_parent_death_signal
 from mosaic.messages import RunConfig, RunRecordsRequest, RunRecordsResponse
 from mosaic.messages.codec import pack, unpack
 from mosaic.orchestration.governing import WAIT_SLICE_MS, govern
-from mosaic.orchestration.record_relay import RecordRelay, apply
+from mosaic.orchestration.ray_fit import CPU, describe_amounts, run_cpus
+from mosaic.orchestration.record_relay import RecordRelay, RecordSink
 from mosaic.runtime import bootstrap
 from mosaic.runtime.ray_placement import ray_failure
 from mosaic.runtime.ray_support import ACTOR_PREFIX, connect, describe_node, node_address
@@ -41,8 +49,15 @@ log = logging.getLogger(__name__)
 
 #: Once cancelled, how long a run that started gets to shut down before its task is ended.
 CANCEL_GRACE_S = 15.0
+#: How long a run's task may wait on the cluster's queue before the run fails (the default of
+#: ``executor.ray.queue_timeout_s``).
+QUEUE_TIMEOUT_S = 300.0
+#: How often a run still on the cluster's queue says so.
+QUEUE_WARN_EVERY_S = 30.0
 
-Outcome = tuple[str, str | None, tuple[str, ...], str | None]
+#: A run's status, error, killed parts, node, and when it started on its node (``time.time()``
+#: here, when its first batch arrived; ``None``: it never started).
+Outcome = tuple[str, str | None, tuple[str, ...], str | None, float | None]
 
 
 def run_on_node(job: bytes) -> bytes:
@@ -80,15 +95,20 @@ class RayRuns:
     """The command's side of runs on the Ray cluster at ``address``.
 
     Each run asks for ``cpus_per_component`` CPUs per process it starts, its own included
-    (``placement: ray`` components ask for theirs themselves). Raises
+    (``placement: ray`` components ask for theirs themselves). A run whose task has not started
+    on a node within ``queue_timeout_s`` fails (see the module docstring). Raises
     :class:`~mosaic.runtime.ray_support.RayMissing` or :class:`MosaicError` if the cluster
     cannot be joined.
     """
 
-    def __init__(self, address: str, store: StoreWriter, cpus_per_component: float = 1.0) -> None:
+    def __init__(self, address: str, store: StoreWriter, cpus_per_component: float = 1.0, *,
+                 queue_timeout_s: float = QUEUE_TIMEOUT_S) -> None:
+        if queue_timeout_s <= 0:
+            raise ValueError(f"queue_timeout_s must be > 0, got {queue_timeout_s}")
         self._ray = connect(address)
         self.store = store
         self.cpus_per_component = cpus_per_component
+        self.queue_timeout_s = queue_timeout_s
         self.address = node_address()
         self._task = self._ray.remote(run_on_node)
         self._lock = threading.Lock()
@@ -96,7 +116,7 @@ class RayRuns:
 
     def cpus(self, config: RunConfig) -> float:
         """The CPUs a run of ``config`` asks the cluster for."""
-        return self.cpus_per_component * (1 + len(planned_processes(config)))
+        return run_cpus(config, self.cpus_per_component)
 
     def cancel_all(self) -> None:
         """End every run's task now (their workers, processes and actors with them)."""
@@ -112,7 +132,8 @@ class RayRuns:
             log.debug("ray.cancel: %s", ray_failure(error))
 
     def run(self, ctx: RunContext, index: int, on_wait: Callable[[], None] | None) -> Outcome:
-        """Run ``ctx``'s run as a task; return its status, error, killed parts and node.
+        """Run ``ctx``'s run as a task; return its status, error, killed parts, node and
+        when it started there (see :data:`Outcome`).
 
         The records reach the store, and the progress ``ctx.progress``, while it runs. Blocks
         until the run has ended, was failed (it stopped answering) or was cancelled.
@@ -127,48 +148,85 @@ class RayRuns:
                                  num_cpus=self.cpus(ctx.config)).remote(job)
         with self._lock:
             self._running.add(ref)
+        # The run's records are decoded and handed to the store off this thread; closing the
+        # sink hands the last of them before the run's end is recorded (after this returns).
+        sink = RecordSink(self.store, ctx)
         try:
-            return self._follow(ctx, ref, server, on_wait)
+            return self._follow(ctx, ref, server, sink, on_wait)
         finally:
             with self._lock:
                 self._running.discard(ref)
             server.close()
+            sink.close()
 
-    def _follow(self, ctx: RunContext, ref: Any, server: RequestServer,
+    def _follow(self, ctx: RunContext, ref: Any, server: RequestServer, sink: RecordSink,
                 on_wait: Callable[[], None] | None) -> Outcome:
         node: str | None = None
+        started_at: float | None = None
         submitted = heard = time.monotonic()
+        # A short queue timeout still hears one warning before the run fails.
+        next_warning = submitted + min(QUEUE_WARN_EVERY_S, self.queue_timeout_s / 2)
         cancelled_at: float | None = None
         while True:
             incoming = server.receive()
             if incoming is not None and isinstance(incoming.message, RunRecordsRequest):
                 if node is None:
+                    started_at = time.time()
                     log.info("run %s started on Ray %s, %.2f s after it was submitted",
                              ctx.run_uid, incoming.message.node, time.monotonic() - submitted)
                 node = incoming.message.node
                 heard = time.monotonic()
-                apply(incoming.message, self.store, ctx)
+                sink.submit(incoming.message)
                 server.reply(incoming, RunRecordsResponse(ctx.run_uid, ctx.cancelled.is_set()))
             if self._ray.wait([ref], timeout=0)[0]:
-                return self._outcome(ref, node)
+                return (*self._outcome(ref, node), started_at)
             now = time.monotonic()
             if ctx.cancelled.is_set():
                 if node is None:  # still queued: take it off the cluster's queue
                     self._cancel(ref, force=True)
-                    return "cancelled", None, (), None
+                    return "cancelled", None, (), None, None
                 cancelled_at = cancelled_at or now
                 if now - cancelled_at > CANCEL_GRACE_S:
                     self._cancel(ref, force=True)
-                    return "cancelled", f"ended after {CANCEL_GRACE_S:g} s to shut down", (), node
+                    return ("cancelled", f"ended after {CANCEL_GRACE_S:g} s to shut down", (),
+                            node, started_at)
+            if node is None and now - submitted >= self.queue_timeout_s:
+                self._cancel(ref, force=True)
+                return "failed", self._unstarted(ctx, server, now - submitted), (), None, None
+            if node is None and now >= next_warning:
+                next_warning += QUEUE_WARN_EVERY_S
+                log.warning("run %s has waited %.0f s for a Ray node with %s free (%s; `ray "
+                            "status` shows the demand); it fails after %g s "
+                            "(executor.ray.queue_timeout_s)", ctx.run_uid, now - submitted,
+                            describe_amounts({CPU: self.cpus(ctx.config)}), self._free(),
+                            self.queue_timeout_s)
             silence = now - heard
             if node is not None and silence > ctx.timeouts.heartbeat:
                 self._cancel(ref, force=True)
                 return ("failed", f"the run on Ray {node} stopped answering: nothing for "
-                        f"{silence:.1f} s (its node or worker died?)", (), node)
+                        f"{silence:.1f} s (its node or worker died?)", (), node, started_at)
             if on_wait is not None:
                 on_wait()
 
-    def _outcome(self, ref: Any, node: str | None) -> Outcome:
+    def _unstarted(self, ctx: RunContext, server: RequestServer, waited: float) -> str:
+        """Why a run whose task did not start in time failed."""
+        return (f"the run did not start on the Ray cluster within {waited:.0f} s "
+                f"(executor.ray.queue_timeout_s: {self.queue_timeout_s:g}): no node had "
+                f"{describe_amounts({CPU: self.cpus(ctx.config)})} free for its task "
+                f"({self._free()}; `ray status` shows the demand), or the task started but "
+                f"could not reach the command at {server.endpoint}")
+
+    def _free(self) -> str:
+        """What the cluster has free now, as a warning says it."""
+        try:
+            free = self._ray.available_resources().get(CPU, 0.0)
+            total = self._ray.cluster_resources().get(CPU, 0.0)
+        except Exception as error:
+            return f"the cluster's free CPUs are unknown: {ray_failure(error)}"
+        return f"the cluster has {free:g} of {total:g} CPUs free now"
+
+    def _outcome(self, ref: Any,
+                 node: str | None) -> tuple[str, str | None, tuple[str, ...], str | None]:
         try:
             fields: Any = unpack(self._ray.get(ref))
         except Exception as error:

@@ -49,7 +49,10 @@ def connect(address: str = "auto") -> ModuleType:
     started), once per process; return the ``ray`` module.
 
     Worker output is not forwarded to this process (mosaic relays what matters: records, and
-    every failure with its cause). Raises :class:`RayMissing`, or :class:`MosaicError` with
+    every failure with its cause), nor are Ray's warnings: what they would have said of a
+    request the cluster cannot meet, mosaic says itself (``mosaic.orchestration.ray_fit`` before
+    anything starts, and :class:`~mosaic.orchestration.ray_runs.RayRuns` while a run waits on
+    the cluster's queue). Raises :class:`RayMissing`, or :class:`MosaicError` with
     Ray's reason when the cluster cannot be reached.
     """
     ray = require_ray()

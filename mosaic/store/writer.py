@@ -489,11 +489,15 @@ class StoreWriter(WriterThreadMixin):
         episodes: int,
         steps: int,
         digest: str | None = None,
+        *,
+        started_at: float | None = None,
     ) -> None:
         """Enqueue the end of a run, stamped now. It is written after every record enqueued before.
 
-        ``status`` is ``finished``, ``failed`` or ``cancelled``. Never blocks; raises StoreError
-        for another status or if the writer is closed.
+        ``status`` is ``finished``, ``failed`` or ``cancelled``. ``started_at`` (``time.time()``
+        of this process), if given, replaces the run's start that :meth:`run_started` recorded:
+        a run on a Ray cluster starts once a node has room for it, not when it was submitted.
+        Never blocks; raises StoreError for another status or if the writer is closed.
         """
         if status not in schema.FINAL_STATUSES:
             raise StoreError(
@@ -509,6 +513,7 @@ class StoreWriter(WriterThreadMixin):
             "p_episodes": int(episodes),
             "p_steps": int(steps),
             "p_digest": digest,
+            "p_started": started_at,
         }
         self._queue.append((FINISH, params))
 

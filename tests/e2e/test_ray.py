@@ -9,8 +9,10 @@ on a researcher's machine with a Ray of their own set up (``~/.ray/auth_token``,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -53,6 +55,7 @@ executor:
   ray:
     runs: {runs_on_ray}
     cpus_per_component: {cpus}
+    queue_timeout_s: {queue_timeout}
     component_cpus: 0
     component_resources: {{{second}: 0.01}}
 store:
@@ -63,10 +66,11 @@ store:
 
 def _experiment(folder: Path, *, runs: int = 2, episodes: int = 3, sleep_s: float = 0.0,
                 placement: str = "thread", runs_on_ray: bool = True, cpus: float = 1.0,
-                extra: str = "") -> Path:
+                queue_timeout: float = 300.0, extra: str = "") -> Path:
     return write_experiment(folder, EXPERIMENT.format(
         runs=runs, episodes=episodes, nodes=folder / "nodes.log", sleep_s=sleep_s,
         placement=placement, runs_on_ray=str(runs_on_ray).lower(), cpus=cpus,
+        queue_timeout=queue_timeout,
         second=ray_cluster.SECOND_NODE, store=folder / "results.sqlite", extra=extra))
 
 
@@ -222,6 +226,76 @@ def test_a_node_killed_mid_run_fails_that_run_naming_it_and_the_other_finishes(
     assert "environment 'cartpole'" in error and cluster.second_node[:12] in error, error
     # The target is 5 s (benchmarks/ray_cluster.py measures it); a loaded machine gets slack.
     assert ended_at - killed_at < 15, (ended_at - killed_at, error)
+
+
+def test_a_run_larger_than_every_node_is_exit_2_naming_what_it_asks_and_what_nodes_have(
+        tmp_path: Path, cluster: ray_cluster.Cluster) -> None:
+    # Each node has 1 CPU; Ray would queue a 64-CPU task for ever, and say so only in
+    # `ray status`.
+    path = _experiment(tmp_path, cpus=64)
+    began = time.monotonic()
+    done = subprocess.run([*mosaic_command(), "experiment-start", str(path), "--ray",
+                           cluster.address], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, env=cluster.env)
+    took = time.monotonic() - began
+    assert done.returncode == 2, done.stderr
+    assert "a run asks 64 CPUs (64 per process it starts: the run only)" in done.stderr
+    assert "the largest node has 1 CPU" in done.stderr
+    assert "Traceback" not in done.stderr
+    # 10 s for the check, the rest for the command's start and its joining the cluster on a
+    # loaded 2-core machine (a wait on the queue would last until the timeout below).
+    assert took < 40, took
+    assert not (tmp_path / "results.sqlite").exists()
+    assert _mosaic_on_cluster(cluster) == ([], [])
+
+
+def test_a_run_that_waits_on_the_queue_past_its_timeout_fails_saying_why(
+        tmp_path: Path, cluster: ray_cluster.Cluster) -> None:
+    # Three runs of 1 CPU on two 1-CPU nodes: one waits on the queue while two step (until the
+    # Ctrl-C below).
+    timeout = 10.0
+    path = _experiment(tmp_path, runs=3, episodes=100_000, sleep_s=0.002,
+                       queue_timeout=timeout)
+    proc = _start(cluster, "experiment-start", str(path), "--ray", cluster.address, "-q")
+    store = tmp_path / "results.sqlite"
+    try:
+        deadline = time.monotonic() + 120
+        failed: list[tuple[str, float, float]] = []
+        while not failed:
+            assert proc.poll() is None, finish(proc)
+            assert time.monotonic() < deadline, "no run failed on the queue"
+            with contextlib.suppress(sqlite3.Error):  # not created yet
+                failed = query(store, "SELECT error, started_at, ended_at FROM runs "
+                                      "WHERE status = 'failed'")
+            time.sleep(0.3)
+        _wait_for_runs(store, proc, 2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        finish(proc)
+    assert proc.returncode == 130, err
+    [(error, started_at, ended_at)] = failed
+    assert f"did not start on the Ray cluster within {timeout:.0f} s" in error, error
+    assert "free for its task" in error and "ray status" in error, error
+    assert timeout <= ended_at - started_at < timeout + 10, (started_at, ended_at)
+    # While it waited, it said so, and what for.
+    assert re.search(r"has waited \d+ s for a Ray node with 1 CPU free", err), err
+    statuses = sorted(status for (status,) in query(store, "SELECT status FROM runs"))
+    assert statuses == ["cancelled", "cancelled", "failed"], statuses
+
+
+def test_jobs_1_runs_one_run_at_a_time_on_the_cluster(
+        tmp_path: Path, cluster: ray_cluster.Cluster) -> None:
+    path = _experiment(tmp_path, runs=2, episodes=3)
+    proc = _start(cluster, "experiment-start", str(path), "--ray", cluster.address,
+                  "--jobs", "1", "-q")
+    _, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err
+    rows = query(tmp_path / "results.sqlite",
+                 "SELECT run_index, status, started_at, ended_at FROM runs ORDER BY started_at")
+    assert [status for _, status, _, _ in rows] == ["finished", "finished"], rows
+    (_, _, _, first_ended), (_, _, second_started, _) = rows
+    assert first_ended <= second_started, rows
 
 
 def _mosaic_on_cluster(cluster: ray_cluster.Cluster) -> tuple[list[str], list[str]]:
