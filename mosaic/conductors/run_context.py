@@ -37,6 +37,9 @@ class RunRecords(Protocol):
 
     def record_metrics(self, rows: Sequence[tuple[Any, ...]]) -> None: ...
 
+    def record_checkpoint(self, run_id: int, name: str, data: bytes,
+                          episodes: int = 0) -> None: ...
+
     def record_transition(self, run_id: int, from_state: str | None, to_state: str,
                           reason: str | None) -> None: ...
 

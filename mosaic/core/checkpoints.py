@@ -7,6 +7,7 @@ or a later experiment, finds a checkpoint by experiment, phase, agent and (optio
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
@@ -42,6 +43,22 @@ def previous_checkpoint(path: str | Path) -> Path:
     return target.with_name(f"{target.stem}.previous{target.suffix}")
 
 
+def checkpoint_name(path: str | Path) -> str:
+    """The name a checkpoint file has in the store: its file name (``<agent>.npz``,
+    ``<agent>.previous.npz``), the run and phase being the store's run."""
+    return Path(path).name
+
+
+def saved_episodes(data: bytes) -> int:
+    """The ``episodes`` of the checkpoint file ``data`` (0 if none, or not readable)."""
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
+            name = f"{RUN}episodes"
+            return int(arrays[name]) if name in arrays.files else 0
+    except (OSError, ValueError):
+        return 0
+
+
 def find_checkpoint(root: Path, experiment: str, phase: str, agent: str,
                     run: str | None = None) -> Path:
     """The checkpoint of ``agent`` after ``phase``: of ``run`` (uid or unique prefix) if given,
@@ -63,18 +80,25 @@ def find_checkpoint(root: Path, experiment: str, phase: str, agent: str,
 
 def save_state(path: str | Path, state: dict[str, np.ndarray]) -> None:
     """Write ``state`` to ``path`` atomically: a reader never sees half a file."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
     arrays = {name: np.asarray(value) for name, value in state.items()}
     for name, value in arrays.items():
         if value.dtype == object:
             raise CheckpointError(f"checkpoint entry {name!r} is an object array; only plain "
                                   "NumPy data can be saved")
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)  # type: ignore[arg-type]  # NumPy's stubs: **kwds: bool
+    save_bytes(path, buffer.getvalue())
+
+
+def save_bytes(path: str | Path, data: bytes) -> None:
+    """Write the checkpoint file ``data`` (its bytes, as stored) to ``path`` atomically."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}-",
                                          suffix=".npz")
     try:
         with os.fdopen(handle, "wb") as stream:
-            np.savez(stream, **arrays)  # type: ignore[arg-type]  # NumPy's stubs: **kwds: bool
+            stream.write(data)
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

@@ -12,7 +12,7 @@ __all__ = ["RECORD_KINDS", "RunRecordsRequest", "RunRecordsResponse"]
 #: The kinds of record a run relays, each ``(kind, args)`` with the args of the store writer's
 #: method of that name: ``record_steps(rows)``, ``record_metrics(rows)``,
 #: ``record_transition(run_id, from, to, reason)`` and ``record_episode(run_id, ...)``.
-RECORD_KINDS = frozenset({"steps", "metrics", "transition", "episode"})
+RECORD_KINDS = frozenset({"steps", "metrics", "transition", "episode", "checkpoint"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from mosaic.conductors.run_context import Progress, RunContext
 from mosaic.core.affinity import available_cpus, choose_cpu, pin_thread
 from mosaic.core.checkpoints import (
     CheckpointError,
+    checkpoint_name,
     checkpoint_path,
     find_checkpoint,
     previous_checkpoint,
@@ -37,6 +38,11 @@ from mosaic.messages import (
     EnvironmentPosition,
     ResumePoint,
     RunConfig,
+)
+from mosaic.orchestration.checkpoint_sync import (
+    CheckpointSync,
+    checkpoint_files,
+    restore_checkpoints,
 )
 from mosaic.orchestration.governing import WAIT_SLICE_MS, govern
 from mosaic.runtime.placement import kill_all_processes
@@ -253,6 +259,8 @@ class Executor:
         checkpoint of its agents that the store has every record before, where it can continue
         from there exactly, else from its start. Return where it continues and the config to
         run it with."""
+        restore_checkpoints(checkpoint_files(config),
+                            functools.partial(self.store.saved_checkpoint, run.uid))
         saved = _periodic_checkpoints(config)
         environment = config.environments[0].uid if saved else None
         point = self.store.run_restarted(run, reason, environment, sorted(saved, reverse=True),
@@ -284,11 +292,13 @@ class Executor:
         on_wait = (None if self.on_progress is None
                    else functools.partial(self.on_progress, index, ctx))
         node = started_at = None
+        sync = CheckpointSync(ctx.config, ctx.run_id, self.store)
         try:
             if self._cluster is not None:
                 status, error, killed, node, started_at = self._cluster.run(ctx, index, on_wait)
             else:
-                status, error, killed = govern(ctx, self.experiment.uid, index, on_wait)
+                status, error, killed = govern(ctx, self.experiment.uid, index,
+                                               sync.polling(on_wait))
         finally:
             with self._lock:
                 self._active.discard(ctx)
@@ -333,6 +343,17 @@ class Executor:
         experiment = self.experiment.uid
         root = self.experiment.checkpoints_dir
         earlier = self.experiment.phase_names(config.run_index)[: config.phase_index]
+        # The checkpoints of earlier phases saved on another machine (a Ray node) are here once
+        # written back from the store.
+        uids = {agent.uid for agent in config.agents} | {
+            agent.load.agent for agent in config.agents
+            if agent.load is not None and agent.load.agent is not None}
+        for phase in earlier:
+            restore_checkpoints(
+                {checkpoint_name(path): path for path in (
+                    checkpoint_path(root, experiment, base_uid, phase, uid) for uid in uids)},
+                functools.partial(self.store.saved_checkpoint,
+                                  phase_run_uid(self.experiment, base_uid, phase)))
         agents = []
         resume: ResumePoint | None = None
         for agent in config.agents:
@@ -405,12 +426,16 @@ class Executor:
                 again, config, f"attempt {attempt + 1} of {attempts} after: {error};")
         progress = ctx.progress
         status, error = self._checked(run_id, run_uid, status, error)
+        files = checkpoint_files(config)
         if status != "failed":  # else a brain may have died before its last save
+            # Saved on a Ray node, a checkpoint is here once written back from the store.
+            restore_checkpoints(files, functools.partial(self.store.saved_checkpoint, run_uid))
             _save_position(config, progress.chain, progress.positions)
         if status == "finished":  # nothing to continue from any more
             for agent in config.agents:
                 if agent.checkpoints is not None and agent.checkpoints.save is not None:
                     previous_checkpoint(agent.checkpoints.save).unlink(missing_ok=True)
+        CheckpointSync(config, run_id, self.store).poll(force=True)
         # A run on Ray starts once a node has room for it: its start there, not its submission.
         self.store.run_finished(run_id, status, error, progress.episodes, progress.steps,
                                 progress.digest, started_at=started_at)

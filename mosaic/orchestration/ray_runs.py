@@ -24,16 +24,20 @@ and Ray actor the run started.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from mosaic.conductors.run_context import RunContext
+from mosaic.core.checkpoints import save_bytes
 from mosaic.core.lifeline import arm_parent_death_signal
 from mosaic.messages import RunConfig, RunRecordsRequest, RunRecordsResponse
 from mosaic.messages.codec import pack, unpack
+from mosaic.orchestration.checkpoint_sync import CheckpointSync
 from mosaic.orchestration.governing import WAIT_SLICE_MS, govern
 from mosaic.orchestration.ray_fit import CPU, describe_amounts, run_cpus
 from mosaic.orchestration.record_relay import RecordRelay, RecordSink
@@ -78,17 +82,35 @@ def run_on_node(job: bytes) -> bytes:
                      EndpointAllocator(fields["run_uid"], transport=config.transport,
                                        host=config.host),
                      None, trust=bootstrap.decode(fields["trust"]))
+    # The checkpoints the run loads, sent along: this node's disk may not have them.
+    for path, data in dict(fields.get("loads", {})).items():
+        if not os.path.exists(path):
+            save_bytes(path, bytes(data))
     relay = RecordRelay(fields["relay"], ctx, node)
     ctx.store = relay
     relay.start()
+    sync = CheckpointSync(config, ctx.run_id, relay)  # what its brains save, to the store
     try:
-        status, error, killed = govern(ctx, ctx.experiment_uid, int(fields["index"]))
+        status, error, killed = govern(ctx, ctx.experiment_uid, int(fields["index"]),
+                                       sync.polling(None))
+        sync.poll(force=True)
     finally:
         relay.close()
     if relay.lost is not None:  # the run was cancelled for it: say why
         status, error = "failed", (f"the command at {fields['relay']} was not reached from "
                                    f"{node}: {relay.lost}")
     return pack({"status": status, "error": error, "killed": list(killed), "node": node})
+
+
+def _loads(config: RunConfig) -> dict[str, bytes]:
+    """The checkpoint files the agents of ``config`` load, as they are on this disk (the
+    command's, where earlier phases' checkpoints are written back from the store)."""
+    loads = {}
+    for agent in config.agents:
+        load = agent.checkpoints.load if agent.checkpoints is not None else None
+        if load is not None and os.path.exists(load):
+            loads[load] = Path(load).read_bytes()
+    return loads
 
 
 class RayRuns:
@@ -143,7 +165,7 @@ class RayRuns:
         job = pack({"experiment": ctx.experiment_uid, "run_uid": ctx.run_uid,
                     "run_id": ctx.run_id, "index": index, "seed": ctx.seed,
                     "config": ctx.config, "relay": server.endpoint,
-                    "trust": bootstrap.encode(ctx.trust)})
+                    "trust": bootstrap.encode(ctx.trust), "loads": _loads(ctx.config)})
         ref = self._task.options(name=f"{ACTOR_PREFIX}run-{ctx.run_uid}", max_retries=0,
                                  num_cpus=self.cpus(ctx.config)).remote(job)
         with self._lock:

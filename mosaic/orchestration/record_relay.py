@@ -104,7 +104,7 @@ def _hand(records: Sequence[Any], store: RunRecords, ctx: RunContext) -> None:
             kind, args = item
             if kind not in RECORD_KINDS:
                 raise ValueError(f"unknown record kind {kind!r}")
-            if kind in ("transition", "episode") and args[0] != ctx.run_id:
+            if kind in ("transition", "episode", "checkpoint") and args[0] != ctx.run_id:
                 raise ValueError(f"a record of run id {args[0]}, not {ctx.run_id}")
             if kind in ("steps", "metrics"):
                 args = ([row for row in args[0] if row[0] == ctx.run_id],)
@@ -242,6 +242,9 @@ class RecordRelay:
     def record_transition(self, run_id: int, from_state: str | None, to_state: str,
                           reason: str | None) -> None:
         self._put(("transition", (run_id, from_state, to_state, reason)))
+
+    def record_checkpoint(self, run_id: int, name: str, data: bytes, episodes: int = 0) -> None:
+        self._put(("checkpoint", (run_id, name, bytes(data), episodes)))
 
     def record_episode(self, run_id: int, environment: str, episode: int, steps: int,
                        total_return: float | None, returns: Mapping[str, float],

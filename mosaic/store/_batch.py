@@ -28,7 +28,7 @@ the time it was reported (seconds since the epoch)."""
 
 
 # Kinds of queued items.
-STEPS, TRANSITION, EPISODE, FINISH, CALL, FLUSH, STOP, METRICS = range(8)
+STEPS, TRANSITION, EPISODE, FINISH, CALL, FLUSH, STOP, METRICS, CHECKPOINT = range(9)
 
 _next_seq = (
     sa.select(sa.func.coalesce(sa.func.max(schema.transitions.c.seq), 0) + 1)
@@ -68,8 +68,8 @@ class Batch:
     retried item by item, losing only the offending items.
     """
 
-    __slots__ = ("episodes", "finishes", "metrics", "seq", "steps", "transitions", "tried",
-                 "units")
+    __slots__ = ("checkpoints", "episodes", "finishes", "metrics", "seq", "steps", "transitions",
+                 "tried", "units")
 
     def __init__(self) -> None:
         #: Its number among the writer's transactions, and whether a commit was tried: a
@@ -81,6 +81,7 @@ class Batch:
         self.episodes: list[dict[str, Any]] = []
         self.metrics: list[dict[str, Any]] = []
         self.finishes: list[dict[str, Any]] = []
+        self.checkpoints: list[dict[str, Any]] = []
         self.units: list[tuple[int, Any]] = []
 
     def add(self, kind: int, params: Any) -> None:
@@ -93,12 +94,14 @@ class Batch:
             self.episodes.append(params)
         elif kind == METRICS:
             self.metrics.extend(params)
+        elif kind == CHECKPOINT:
+            self.checkpoints.append(params)
         else:
             self.finishes.append(params)
 
     def rows(self) -> int:
         return (len(self.steps) + len(self.transitions) + len(self.episodes) + len(self.metrics)
-                + len(self.finishes))
+                + len(self.finishes) + len(self.checkpoints))
 
     def split(self) -> list[Batch]:
         parts = []
@@ -179,6 +182,11 @@ def write_batch(conn: sa.Connection, batch: Batch, steps_sql: str | None) -> lis
         conn.execute(sa.insert(schema.episodes), batch.episodes)
     if batch.metrics:
         conn.execute(sa.insert(schema.metrics), batch.metrics)
+    for saved in batch.checkpoints:  # the latest version of a file replaces the one before
+        table = schema.checkpoints
+        conn.execute(sa.delete(table).where(table.c.run_id == saved["run_id"],
+                                            table.c.name == saved["name"]))
+        conn.execute(sa.insert(table), saved)
     if batch.finishes:
         result = conn.execute(FINISH_RUN, batch.finishes)
         if conn.dialect.supports_sane_multi_rowcount and result.rowcount < len(batch.finishes):

@@ -41,6 +41,7 @@ from mosaic.core.errors import StoreError, StoreLost
 from mosaic.store import schema
 from mosaic.store._batch import (
     CALL,
+    CHECKPOINT,
     EPISODE,
     FINISH,
     FLUSH,
@@ -271,6 +272,8 @@ class WriterThreadMixin:
                     self._add(METRICS, metrics)
             elif kind == FINISH:
                 self._active_runs.discard(payload["p_id"])
+                self._add(kind, payload)
+            elif kind == CHECKPOINT:
                 self._add(kind, payload)
             elif kind == CALL:
                 self._spill_waiting()

@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from mosaic.core.errors import StoreError
 from mosaic.store import schema
 from mosaic.store._batch import (
+    CHECKPOINT,
     EPISODE,
     FINISH,
     METRICS,
@@ -134,8 +135,8 @@ def _run_of(kind: int, params: Any) -> int:
         return int(params["p_run"])
     if kind == FINISH:
         return int(params["p_id"])
-    if kind in (EPISODE, METRICS):
-        row = params if kind == EPISODE else params[0]
+    if kind in (EPISODE, METRICS, CHECKPOINT):
+        row = params[0] if kind == METRICS else params
         return int(row["run_id"])
     raise StoreError(f"the spill file holds a record of an unknown kind {kind}")
 

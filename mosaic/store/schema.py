@@ -18,6 +18,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "STEP_COLUMNS",
     "check_schema",
+    "checkpoints",
     "ensure_schema",
     "episodes",
     "experiments",
@@ -33,7 +34,8 @@ SCHEMA_VERSION = 7
 #: Version 2 added the ``copy`` columns of episodes and steps, version 3 the ``params`` column of
 #: runs, version 4 the ``evaluation`` column of episodes, version 5 its ``snapshots`` column,
 #: version 6 the ``info`` column of steps, version 7 the ``text``, ``hash`` and ``run_prefix``
-#: columns of experiments and the ``chain`` column of episodes (what ``--resume`` needs); a
+#: columns of experiments, the ``chain`` column of episodes and the ``checkpoints`` table
+#: (what ``--resume`` needs); a
 #: store of an earlier version is upgraded in place when it is opened for writing (see
 #: :func:`ensure_schema`). Each upgrade only adds.
 _UPGRADABLE = ("1", "2", "3", "4", "5", "6")
@@ -167,6 +169,22 @@ metrics = sa.Table(
     sa.Column("step", sa.BigInteger),  # env steps of the run when it was reported
     sa.Column("at", sa.Double, nullable=False),
     sa.Index("ix_metrics_run_name", "run_id", "name"),
+)
+
+checkpoints = sa.Table(
+    # The agents' checkpoint files of each run, as saved on whichever machine the run ran on:
+    # later phases and --resume find them here when the file is not on their disk (a Ray node
+    # without a shared file system). A table a store made before version 7 gets from its writer.
+    "checkpoints",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id"), nullable=False),
+    sa.Column("name", sa.String(255), nullable=False),  # <agent>.npz, <agent>.previous.npz
+    sa.Column("episodes", sa.Integer, nullable=False),  # of a periodic one (0: another)
+    sa.Column("sha256", sa.String(64), nullable=False),
+    sa.Column("data", sa.LargeBinary, nullable=False),
+    sa.Column("saved_at", sa.Double, nullable=False),
+    sa.UniqueConstraint("run_id", "name", name="uq_checkpoints_run_name"),
 )
 
 STEP_COLUMNS = (

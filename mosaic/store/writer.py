@@ -16,6 +16,7 @@ This module is the caller side. What runs on the writer thread is in
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import threading
@@ -33,6 +34,7 @@ from mosaic.core.errors import StoreError, StoreLost
 from mosaic.store import schema
 from mosaic.store._batch import (
     CALL,
+    CHECKPOINT,
     EPISODE,
     FINISH,
     FLUSH,
@@ -480,6 +482,40 @@ class StoreWriter(WriterThreadMixin):
                 ),
             )
         )
+
+    def record_checkpoint(self, run_id: int, name: str, data: bytes, episodes: int = 0) -> None:
+        """Enqueue an agent's checkpoint file of run ``run_id`` (its bytes; ``name`` as in
+        :func:`mosaic.core.checkpoints.checkpoint_name`): it replaces the one of that name
+        before. ``episodes``: the episode a periodic checkpoint was saved at (0: another).
+
+        Never blocks; raises StoreError only if the writer is closed.
+        """
+        if self._closed:
+            raise StoreError("the store writer is closed")
+        self._queue.append((CHECKPOINT, {
+            "run_id": int(run_id), "name": str(name), "episodes": int(episodes),
+            "sha256": hashlib.sha256(data).hexdigest(), "data": bytes(data),
+            "saved_at": time.time()}))
+
+    def saved_checkpoint(self, run_uid: str, name: str,
+                         timeout: float = CALL_TIMEOUT_S) -> bytes | None:
+        """The checkpoint file ``name`` of run ``run_uid`` the store holds, once everything
+        enqueued before is written (None if it holds none). Raises StoreError if its bytes do
+        not match their hash, and as the other synchronous calls do."""
+
+        def read(conn: sa.Connection) -> bytes | None:
+            c, r = schema.checkpoints, schema.runs
+            row = conn.execute(sa.select(c.c.data, c.c.sha256).join(r, r.c.id == c.c.run_id)
+                               .where(r.c.uid == run_uid, c.c.name == name)).first()
+            if row is None:
+                return None
+            data = bytes(row.data)
+            if hashlib.sha256(data).hexdigest() != row.sha256:
+                raise StoreError(f"the store's checkpoint {name} of run {run_uid} is damaged "
+                                 "(its bytes do not match their hash)")
+            return data
+
+        return self._call(read, timeout, f"reading checkpoint {name} of run {run_uid!r}")
 
     def run_finished(
         self,

@@ -6,6 +6,7 @@ store holds each step once, and finished runs are not run again.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -258,3 +259,65 @@ def test_a_learner_resumes_from_its_last_periodic_checkpoint_with_the_same_diges
     assert query(store, "SELECT count(*) FROM episodes") == [(300,)]
     assert query(store, "SELECT count(*) FROM (SELECT 1 FROM steps GROUP BY episode, step "
                         "HAVING count(*) > 1)") == [(0,)]
+
+
+PHASED = """\
+    uid: phased
+    seed: 5
+    placement: process
+    environments:
+      - uid: cartpole
+        env: gymnasium:CartPole-v1
+    agents:
+      - uid: learner
+        brain: mosaic.agents.learners:PolicyGradientBrain
+        muscle: mosaic.agents.learners:PolicyGradientMuscle
+        params: {hidden_sizes: [16], learning_rate: 0.01, batch_episodes: 4}
+        checkpoint_every: 25
+    phases:
+      - {name: train, mode: train, episodes: 150}
+      - {name: test, mode: test, episodes: 30}
+"""
+
+
+@pytest.mark.parametrize("moment", ["mid-train", "between phases"])
+def test_checkpoints_come_back_from_the_store_when_their_folder_is_gone(
+        moment: str, tmp_path: Path, process_tag: str) -> None:
+    """The session SIGKILLed and the checkpoints folder lost with the disk it was on (as on a
+    Ray node without a shared file system): --resume writes them back from the store, so the
+    training run continues from its periodic checkpoint and the test phase loads what
+    training saved: the digests of an uninterrupted invocation."""
+    (tmp_path / "whole").mkdir()
+    whole = write_experiment(tmp_path / "whole", PHASED)
+    done = run_mosaic("experiment-start", str(whole), "--store", str(tmp_path / "whole.sqlite"),
+                      "-q", timeout=180)
+    assert done.returncode == 0, done.stderr
+
+    path = write_experiment(tmp_path, PHASED)
+    store = tmp_path / "results.sqlite"
+    # Mid-training, once a periodic checkpoint has reached the store (about a second after
+    # the brain saved it).
+    condition = (
+        (lambda: count(store, "SELECT count(*) FROM checkpoints WHERE episodes >= 50") >= 1)
+        if moment == "mid-train"
+        else (lambda: count(store, "SELECT count(*) FROM runs WHERE status = 'finished'") >= 1))
+    proc = start_in_session("experiment-start", str(path), "--store", str(store), "-q")
+    try:
+        deadline = time.monotonic() + 120
+        while not condition():
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.monotonic() < deadline, f"no {moment} within 120 s"
+            time.sleep(0.02)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    shutil.rmtree(tmp_path / "results-checkpoints")
+
+    resumed = run_mosaic("experiment-start", str(path), "--store", str(store), "--resume",
+                         "-q", timeout=180)
+    assert resumed.returncode == 0, resumed.stderr
+    assert digests(store) == digests(tmp_path / "whole.sqlite")
+    if moment == "mid-train":
+        [(reason,)] = query(store, "SELECT reason FROM transitions WHERE to_state = 'resumed'")
+        assert reason.endswith("(its checkpoint)"), reason
+    assert query(store, "SELECT count(*) FROM steps") == query(store, "SELECT sum(steps) FROM runs")
