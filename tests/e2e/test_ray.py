@@ -318,3 +318,34 @@ def _mosaic_on_cluster(cluster: ray_cluster.Cluster) -> tuple[list[str], list[st
         if title.startswith(("ray::mosaic", "ray::MosaicComponent", "ray::run_on_node")):
             busy.append(title)
     return actors, busy
+
+
+def test_a_sigkilled_command_resumes_its_runs_on_the_cluster(
+        cluster: ray_cluster.Cluster, tmp_path: Path) -> None:
+    """The command and its session SIGKILLed while both runs step on the cluster; the tasks
+    it left lose their relay and end. --resume runs both again on the cluster, each in its own
+    row, to the digests of an uninterrupted invocation."""
+    (tmp_path / "whole").mkdir()
+    whole = _experiment(tmp_path / "whole", episodes=30, sleep_s=0.005)
+    done = _start(cluster, "experiment-start", str(whole), "-q")
+    _, err = done.communicate(timeout=240)
+    assert done.returncode == 0, err
+
+    path = _experiment(tmp_path, episodes=30, sleep_s=0.005)
+    store = tmp_path / "results.sqlite"
+    proc = subprocess.Popen([*mosaic_command(), "experiment-start", str(path), "-q"], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env={**cluster.env, "PYTHONUNBUFFERED": "1"})
+    try:
+        _wait_for_runs(store, proc, 2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+    resumed = _start(cluster, "experiment-start", str(path), "--resume", "-q")
+    _, err = resumed.communicate(timeout=240)
+    assert resumed.returncode == 0, err
+    runs = "SELECT run_index, status, steps, digest FROM runs ORDER BY run_index"
+    assert query(store, runs) == query(tmp_path / "whole" / "results.sqlite", runs)
+    assert query(store, "SELECT count(*) FROM steps") == query(store, "SELECT sum(steps) FROM runs")
+    assert query(store, "SELECT count(*) FROM transitions WHERE to_state = 'resumed'") == [(2,)]
