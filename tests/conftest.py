@@ -16,6 +16,8 @@ import pytest
 
 from mosaic.transport.endpoints import IPC_FOLDER_PREFIX
 from tests import disks
+from tests.e2e import postgres_server
+from tests.e2e.postgres_server import Server, ServerError
 from tests.processes import TAG_VARIABLE, kill_all, tagged_processes
 
 SESSION_TAG = os.environ.setdefault(TAG_VARIABLE, uuid.uuid4().hex)
@@ -87,3 +89,23 @@ def spill_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(tempfile, "tempdir", str(folder))
     monkeypatch.setenv("TMPDIR", str(folder))
     return folder
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Server]:
+    """A PostgreSQL server for the module's tests (see :mod:`tests.e2e.postgres_server`); one
+    that cannot be started fails them with the reason, it never skips them."""
+    try:
+        started = postgres_server.start()
+    except ServerError as error:
+        pytest.fail(f"cannot start a PostgreSQL server for the tests: {error}", pytrace=False)
+    try:
+        yield started
+    finally:
+        postgres_server.stop(started)
+
+
+@pytest.fixture
+def database(server: Server) -> str:
+    """A new, empty database on the test server."""
+    return server.create_database()

@@ -36,11 +36,22 @@ def experiment(placement: str) -> str:
     return cartpole(uid="resumed", runs=RUNS, episodes=EPISODES, placement=placement)
 
 
-def start_in_session(*args: str) -> subprocess.Popen[str]:
-    """The command in a session of its own, as a terminal starts it (killed with its session)."""
-    return subprocess.Popen([*mosaic_command(), *args], cwd=REPO, stdout=subprocess.DEVNULL,
+def killed_when(path: Path, store: Path, reached: Callable[[], bool], what: str) -> None:
+    """Run experiment-start of ``path`` into ``store`` in a session of its own, as a terminal
+    starts it, and SIGKILL the whole session once ``reached()`` (``what``, within 120 s)."""
+    proc = subprocess.Popen([*mosaic_command(), "experiment-start", str(path), "--store",
+                             str(store), "-q"], cwd=REPO, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, start_new_session=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        deadline = time.monotonic() + 120
+        while not reached():
+            assert proc.poll() is None, f"it ended before {what}: {proc.communicate()[1]}"
+            assert time.monotonic() < deadline, f"no {what} within 120 s"
+            time.sleep(0.02)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
 
 
 def count(store: Path, sql: str) -> int:
@@ -84,16 +95,7 @@ def test_resume_after_a_sigkill_ends_as_an_uninterrupted_invocation(
     placement, expected = uninterrupted
     path = write_experiment(tmp_path, experiment(placement))
     store = tmp_path / "results.sqlite"
-    proc = start_in_session("experiment-start", str(path), "--store", str(store), "-q")
-    try:
-        deadline = time.monotonic() + 120
-        while not MOMENTS[moment](store):
-            assert proc.poll() is None, f"it ended before {moment}: {proc.communicate()[1]}"
-            assert time.monotonic() < deadline, f"no {moment} within 120 s"
-            time.sleep(0.02)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+    killed_when(path, store, lambda: MOMENTS[moment](store), moment)
     finished_before = query(store, "SELECT uid, started_at FROM runs WHERE status = 'finished'")
     unfinished = {uid for (uid,) in query(store, "SELECT uid FROM runs WHERE status != 'finished'")}
 
@@ -184,16 +186,7 @@ def test_resume_after_a_sigkill_during_shutdown(tmp_path: Path, process_tag: str
 
     path = write_experiment(tmp_path, text)
     store = tmp_path / "results.sqlite"
-    proc = start_in_session("experiment-start", str(path), "--store", str(store), "-q")
-    try:
-        deadline = time.monotonic() + 120
-        while not marker.exists():
-            assert proc.poll() is None, proc.communicate()[1]
-            assert time.monotonic() < deadline, "no shutdown within 120 s"
-            time.sleep(0.02)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+    killed_when(path, store, marker.exists, "shutdown")
     assert query(store, "SELECT status FROM runs") == [("running",)]
 
     resumed = run_mosaic("experiment-start", str(path), "--store", str(store), "--resume",
@@ -236,16 +229,8 @@ def test_a_learner_resumes_from_its_last_periodic_checkpoint_with_the_same_diges
 
     path = write_experiment(tmp_path, text)
     store = tmp_path / "results.sqlite"
-    proc = start_in_session("experiment-start", str(path), "--store", str(store), "-q")
-    try:
-        deadline = time.monotonic() + 120
-        while count(store, "SELECT count(*) FROM episodes") < 130:
-            assert proc.poll() is None, proc.communicate()[1]
-            assert time.monotonic() < deadline, "no 130 episodes within 120 s"
-            time.sleep(0.02)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+    killed_when(path, store, lambda: count(store, "SELECT count(*) FROM episodes") >= 130,
+                "130 episodes")
 
     resumed = run_mosaic("experiment-start", str(path), "--store", str(store), "--resume",
                          "-q", timeout=180)
@@ -301,16 +286,7 @@ def test_checkpoints_come_back_from_the_store_when_their_folder_is_gone(
         (lambda: count(store, "SELECT count(*) FROM checkpoints WHERE episodes >= 50") >= 1)
         if moment == "mid-train"
         else (lambda: count(store, "SELECT count(*) FROM runs WHERE status = 'finished'") >= 1))
-    proc = start_in_session("experiment-start", str(path), "--store", str(store), "-q")
-    try:
-        deadline = time.monotonic() + 120
-        while not condition():
-            assert proc.poll() is None, proc.communicate()[1]
-            assert time.monotonic() < deadline, f"no {moment} within 120 s"
-            time.sleep(0.02)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+    killed_when(path, store, condition, moment)
     shutil.rmtree(tmp_path / "results-checkpoints")
 
     resumed = run_mosaic("experiment-start", str(path), "--store", str(store), "--resume",

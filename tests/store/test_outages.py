@@ -136,19 +136,25 @@ def test_a_disk_that_stays_full_loses_the_store_and_recover_writes_every_record_
         db.close()
 
 
-def test_recover_refuses_a_store_the_runs_were_not_recorded_in(
-        small_disk: Path, spill_folder: Path, tmp_path: Path, writers: list[StoreWriter]) -> None:
-    store = small_disk / "results.sqlite"
+def lose_the_store(writers: list[StoreWriter], store: Path) -> tuple[int, str]:
+    """A run of a writer into ``store`` whose disk fills (and is freed once the store is
+    lost): the run's id, and the spill file that holds its 100 steps."""
     writer = make_writer(writers, store, flush_interval=0.05)
     run = new_run(writer)
-    filler = fill(small_disk)
+    filler = fill(store.parent)
     writer.record_steps(noisy_steps(run, 0, 100))
     wait_for(lambda: writer.lost is not None, FULL_GRACE_S + 20, "the store given up on")
     with pytest.raises(StoreLost) as lost:
         writer.close()
-    spill = lost.value.spill
-    assert spill is not None
     filler.unlink()
+    assert lost.value.spill is not None
+    return run, lost.value.spill
+
+
+def test_recover_refuses_a_store_the_runs_were_not_recorded_in(
+        small_disk: Path, spill_folder: Path, tmp_path: Path, writers: list[StoreWriter]) -> None:
+    store = small_disk / "results.sqlite"
+    _, spill = lose_the_store(writers, store)
 
     other = tmp_path / "other.sqlite"
     with StoreWriter(other) as second:
@@ -183,16 +189,7 @@ def test_recover_leaves_out_the_records_of_a_run_resumed_since(
     """A run continued with --resume after the store was lost has its own rows again: the
     spill file's are not its any more, and recover leaves them out instead of doubling it."""
     store = small_disk / "results.sqlite"
-    writer = make_writer(writers, store, flush_interval=0.05)
-    run = new_run(writer)
-    filler = fill(small_disk)
-    writer.record_steps(noisy_steps(run, 0, 100))
-    wait_for(lambda: writer.lost is not None, FULL_GRACE_S + 20, "the store given up on")
-    with pytest.raises(StoreLost) as lost:
-        writer.close()
-    spill = lost.value.spill
-    assert spill is not None
-    filler.unlink()
+    run, spill = lose_the_store(writers, store)
 
     second = make_writer(writers, store)
     stored = second.find_experiment("exp")

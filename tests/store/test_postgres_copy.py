@@ -9,7 +9,6 @@ reason.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -24,24 +23,12 @@ from mosaic.store._batch import STEPS, Batch, steps_insert, write_batch
 from mosaic.store._outage import TRANSIENT, classify
 from mosaic.store.url import locate, open_engine
 from tests.e2e import postgres_server
-from tests.e2e.postgres_server import Server, ServerError
+from tests.e2e.postgres_server import Server
 
 pytestmark = pytest.mark.timeout(120)
 
 SELECT_STEPS = ("SELECT run_id, environment, episode, step, agent, slot, observation, action, "
                 "reward, terminated, truncated, copy, info FROM steps ORDER BY id")
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[Server]:
-    try:
-        started = postgres_server.start()
-    except ServerError as error:
-        pytest.fail(f"cannot start a PostgreSQL server for the tests: {error}", pytrace=False)
-    try:
-        yield started
-    finally:
-        postgres_server.stop(started)
 
 
 def start_writer(writers: list[StoreWriter], target: str | Path) -> tuple[StoreWriter, int]:
