@@ -118,6 +118,11 @@ class Supervisor:
         with self._lock:
             self._placed[placed.uid] = placed
 
+    def crash(self, what: str) -> None:
+        """Note that ``what`` died or stopped answering (unless something did before)."""
+        with self._lock:
+            self.crashed = self.crashed or what
+
     def release(self, uid: str) -> None:
         """``uid`` was asked to stop: its end is no longer a failure."""
         with self._lock:
@@ -150,8 +155,7 @@ class Supervisor:
             cause = placed.failure()
             if cause is not None:
                 failure = ComponentHung if placed.alive() else ComponentDied
-                with self._lock:
-                    self.crashed = self.crashed or placed.describe()
+                self.crash(placed.describe())
                 raise failure(placed.describe(), cause)
 
 

@@ -201,7 +201,7 @@ class RayRuns:
                 sink.submit(incoming.message)
                 server.reply(incoming, RunRecordsResponse(ctx.run_uid, ctx.cancelled.is_set()))
             if self._ray.wait([ref], timeout=0)[0]:
-                return (*self._outcome(ref, node), started_at)
+                return (*self._outcome(ctx, ref, node), started_at)
             now = time.monotonic()
             if ctx.cancelled.is_set():
                 if node is None:  # still queued: take it off the cluster's queue
@@ -225,6 +225,7 @@ class RayRuns:
             silence = now - heard
             if node is not None and silence > ctx.timeouts.heartbeat:
                 self._cancel(ref, force=True)
+                ctx.supervisor.crash(f"the run's task on Ray {node}")
                 return ("failed", f"the run on Ray {node} stopped answering: nothing for "
                         f"{silence:.1f} s (its node or worker died?)", (), node, started_at)
             if on_wait is not None:
@@ -247,12 +248,13 @@ class RayRuns:
             return f"the cluster's free CPUs are unknown: {ray_failure(error)}"
         return f"the cluster has {free:g} of {total:g} CPUs free now"
 
-    def _outcome(self, ref: Any,
+    def _outcome(self, ctx: RunContext, ref: Any,
                  node: str | None) -> tuple[str, str | None, tuple[str, ...], str | None]:
         try:
             fields: Any = unpack(self._ray.get(ref))
-        except Exception as error:
+        except Exception as error:  # its worker or node died under it
             where = f" on Ray {node}" if node is not None else ""
+            ctx.supervisor.crash(f"the run's task{where}")
             return "failed", f"the run's task failed{where}: {ray_failure(error)}", (), node
         return (str(fields["status"]), fields["error"], tuple(fields["killed"]),
                 str(fields["node"]))

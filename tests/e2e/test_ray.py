@@ -52,6 +52,7 @@ agents:
     brain: mosaic.agents:NoOpBrain
     muscle: mosaic.agents:RandomMuscle
 executor:
+  max_failures: {max_failures}
   ray:
     runs: {runs_on_ray}
     cpus_per_component: {cpus}
@@ -66,11 +67,11 @@ store:
 
 def _experiment(folder: Path, *, runs: int = 2, episodes: int = 3, sleep_s: float = 0.0,
                 placement: str = "thread", runs_on_ray: bool = True, cpus: float = 1.0,
-                queue_timeout: float = 300.0, extra: str = "") -> Path:
+                queue_timeout: float = 300.0, extra: str = "", max_failures: int = 0) -> Path:
     return write_experiment(folder, EXPERIMENT.format(
         runs=runs, episodes=episodes, nodes=folder / "nodes.log", sleep_s=sleep_s,
         placement=placement, runs_on_ray=str(runs_on_ray).lower(), cpus=cpus,
-        queue_timeout=queue_timeout,
+        queue_timeout=queue_timeout, max_failures=max_failures,
         second=ray_cluster.SECOND_NODE, store=folder / "results.sqlite", extra=extra))
 
 
@@ -349,3 +350,25 @@ def test_a_sigkilled_command_resumes_its_runs_on_the_cluster(
     assert query(store, runs) == query(tmp_path / "whole" / "results.sqlite", runs)
     assert query(store, "SELECT count(*) FROM steps") == query(store, "SELECT sum(steps) FROM runs")
     assert query(store, "SELECT count(*) FROM transitions WHERE to_state = 'resumed'") == [(2,)]
+
+
+def test_a_run_whose_node_died_is_run_again_under_max_failures(
+        cluster: ray_cluster.Cluster, tmp_path: Path) -> None:
+    """Two runs on the cluster's two 1-CPU nodes; the second node killed under one of them.
+    With max_failures: 1 that run is run again (it waits for the other to free the node that
+    is left), in its own row: both finish, every step stored once."""
+    path = _experiment(tmp_path, runs=2, episodes=40, sleep_s=0.005, max_failures=1)
+    proc = _start(cluster, "experiment-start", str(path), "-q")
+    try:
+        _wait_for_runs(tmp_path / "results.sqlite", proc, 2)
+        os.kill(cluster.second_raylet_pid(), signal.SIGKILL)
+        _, err = proc.communicate(timeout=240)
+    finally:
+        finish(proc)
+    assert proc.returncode == 0, err
+    store = tmp_path / "results.sqlite"
+    assert [status for (status,) in query(store, "SELECT status FROM runs")] == [
+        "finished", "finished"]
+    [(reason,)] = query(store, "SELECT reason FROM transitions WHERE to_state = 'resumed'")
+    assert reason.startswith("attempt 2 of 2 after: ") and "Ray" in reason, reason
+    assert query(store, "SELECT count(*) FROM steps") == query(store, "SELECT sum(steps) FROM runs")
