@@ -2,7 +2,9 @@
 
 :class:`WriterThreadMixin` is the half of :class:`~mosaic.store.writer.StoreWriter` that runs on
 the writer thread and touches the database; the caller side in :mod:`mosaic.store.writer` only
-enqueues and waits.
+enqueues and waits. What it does while the store refuses writes (the spill file, the outage's
+clock, the loss) is in :mod:`mosaic.store._writer_outage`, the state both halves share in
+:mod:`mosaic.store._writer_state`.
 
 What the thread has taken from the queue waits in its *backlog*, in order: batches of records,
 synchronous calls and flushes. A write the store refuses for now (a restart, a lost connection,
@@ -24,20 +26,17 @@ twice.
 
 from __future__ import annotations
 
-import logging
-import threading
 import time
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from mosaic.core.errors import StoreError, StoreLost
+from mosaic.core.errors import StoreError
 from mosaic.store import schema
 from mosaic.store._batch import (
     CALL,
@@ -59,15 +58,21 @@ from mosaic.store._batch import (
     steps_insert,
     write_batch,
 )
-from mosaic.store._outage import FULL, FULL_GRACE_S, REFUSED, Outage, classify
+from mosaic.store._outage import REFUSED, Outage, classify
 from mosaic.store._spill import CHECK, RUN, SpillFile, meta_key
 from mosaic.store._values import Encode
-from mosaic.store.url import StoreLocation, describe_error, open_engine
+from mosaic.store._writer_outage import OutageMixin
+from mosaic.store._writer_state import (
+    GivenRows,
+    PendingCall,
+    SpilledRecords,
+    WriteFailed,
+    bump,
+    log,
+)
+from mosaic.store.url import describe_error, open_engine
 
 _Param = TypeVar("_Param")
-
-# The logger keeps the name of the public module, where this code used to live.
-log = logging.getLogger("mosaic.store.writer")
 
 # How often the writer refreshes ``runs.heartbeat_at`` of the runs it started and that are active.
 HEARTBEAT_INTERVAL = 30.0
@@ -79,117 +84,23 @@ REPORT_EVERY_S = 10.0
 WRITER_META_PREFIX = "writer:"
 
 
-@dataclass(frozen=True)
-class WriterStats:
-    """What the writer thread has done so far (exact; read from any thread)."""
-
-    steps_written: int = 0
-    episodes_written: int = 0
-    metrics_written: int = 0
-    transitions_written: int = 0
-    runs_finished: int = 0
-    transactions: int = 0
-    rows_dropped: int = 0
-    errors: int = 0
-    #: Failed writes that were kept and tried again, and the records sent to the spill file.
-    retries: int = 0
-    rows_spilled: int = 0
-
-
-@dataclass
-class _Call:
-    """A synchronous call waiting in the backlog."""
-
-    fn: Callable[[sa.Connection], Any]
-    result: Future[Any]
-    what: str
-    started: bool = False
-
-
-@dataclass
-class _Spilled:
-    """Records in the spill file between two offsets, not yet in the store."""
-
-    start: int
-    end: int
-    rows: int
-    tried: bool = False
-
-
-@dataclass
-class _Given:
-    """What a run gave the writer: step, episode and metric rows."""
-
-    steps: int = 0
-    episodes: int = 0
-    metrics: int = 0
-
-
-class _Failed(Exception):
-    """A write the store did not take now; the backlog keeps it."""
-
-    def __init__(self, kind: str, exc: BaseException) -> None:
-        super().__init__(str(exc))
-        self.kind = kind
-        self.exc = exc
-
-
-class WriterThreadMixin:
+class WriterThreadMixin(OutageMixin):
     """What :class:`~mosaic.store.writer.StoreWriter` does on its writer thread.
 
-    :meth:`_main` is the thread's target. The attributes below are set by ``StoreWriter``'s
-    constructor; the queue, the events, the pending error, the loss and the stats are shared
-    with the caller side (the error, the loss and the stats under ``_lock``), the rest is the
-    thread's own.
+    :meth:`_main` is the thread's target. The attributes it shares with the caller side are
+    those of :class:`~mosaic.store._writer_state.WriterState`.
     """
-
-    _location: StoreLocation
-    _flush_interval: float
-    _outage_s: float
-    _buffer_rows: int
-    _queue: deque[tuple[int, Any]]
-    _wake: threading.Event
-    _ready: threading.Event
-    _lock: threading.Lock
-    _startup_error: StoreError | None
-    _error: StoreError | None
-    _lost: StoreLost | None
-    _lost_why: str
-    _lost_listeners: list[Callable[[StoreLost], None]]
-    _pending_rows: int
-    _stats: WriterStats
-    _active_runs: set[int]
-    _run_uids: dict[int, str]
-
-    @property
-    def location(self) -> str:
-        """The store's file path or URL (password hidden)."""
-        return self._location.describe()
-
-    def _record_error(self, exc: BaseException, context: str, dropped: int = 0) -> None:
-        error = StoreError(f"{context}: {describe_error(exc, self._location.url)}")
-        error.__cause__ = exc
-        with self._lock:
-            s = self._stats
-            self._stats = _bump(s, rows_dropped=s.rows_dropped + dropped, errors=s.errors + 1)
-            first = self._error is None
-            if first:
-                self._error = error
-        if first:
-            log.error("store %s: %s", self.location, error)
-        else:
-            log.debug("store %s: %s", self.location, error)
 
     # -- writer thread -----------------------------------------------------------------------
 
     def _main(self, encode: Encode) -> None:
-        self._backlog: deque[Batch | _Spilled | _Call | Future[None]] = deque()
+        self._backlog: deque[Batch | SpilledRecords | PendingCall | Future[None]] = deque()
         self._memory_rows = 0
         self._spill: SpillFile | None = None
         self._spilling = False
         self._for_spill: list[tuple[int, Any]] = []
         self._outage: Outage | None = None
-        self._given: dict[int | None, _Given] = {}
+        self._given: dict[int | None, GivenRows] = {}
         self._seq = 0
         self._writer_key = WRITER_META_PREFIX + uuid.uuid4().hex
         engine: sa.Engine | None = None
@@ -277,7 +188,7 @@ class WriterThreadMixin:
                 self._add(kind, payload)
             elif kind == CALL:
                 self._spill_waiting()
-                self._backlog.append(_Call(*payload))
+                self._backlog.append(PendingCall(*payload))
             elif kind == FLUSH:
                 self._spill_waiting()
                 self._backlog.append(payload)
@@ -301,7 +212,7 @@ class WriterThreadMixin:
         for run, count in counts.items():
             given = self._given.get(run)
             if given is None:
-                given = self._given[run] = _Given()
+                given = self._given[run] = GivenRows()
             if kind == STEPS:
                 given.steps += count
             elif kind == EPISODE:
@@ -377,64 +288,6 @@ class WriterThreadMixin:
             self._record_error(exc, "an episode record cannot be stored", 1)
             return None
 
-    # -- the spill file ----------------------------------------------------------------------
-
-    def _start_spilling(self) -> None:
-        """Move the batches of the backlog to the spill file, in order; later ones go there too.
-
-        A batch that was tried already stays in memory: its commit may have happened (the
-        answer lost with the connection), which only the store can tell.
-        """
-        self._spilling = True
-        backlog, self._backlog = self._backlog, deque()
-        for entry in backlog:
-            if isinstance(entry, Batch) and not entry.tried:
-                self._memory_rows -= entry.rows()
-                self._to_spill(entry.units)
-            else:
-                self._backlog.append(entry)
-        log.warning("store %s: more than %d records wait for it; the rest wait in %s",
-                    self.location, self._buffer_rows,
-                    self._spill.path if self._spill is not None else "no spill file")
-
-    def _spill_waiting(self) -> None:
-        """Append what :meth:`_take` set aside for the spill file, in one write."""
-        if self._for_spill:
-            units, self._for_spill = self._for_spill, []
-            self._to_spill(units)
-
-    def _to_spill(self, units: Sequence[tuple[int, Any]], mark: bool = True) -> None:
-        rows = sum(_unit_rows(kind, params) for kind, params in units)
-        try:
-            spill = self._open_spill()
-            start = spill.end
-            spill.append(list(units))
-        except (OSError, StoreError) as exc:
-            self._record_error(exc, f"{rows} records could neither be written nor spilled", rows)
-            return
-        with self._lock:
-            self._stats = _bump(self._stats, rows_spilled=self._stats.rows_spilled + rows)
-        if self._lost is not None or not mark:
-            return  # nothing of the backlog is written any more
-        tail = self._backlog[-1] if self._backlog else None
-        if isinstance(tail, _Spilled) and tail.end == start:
-            tail.end, tail.rows = spill.end, tail.rows + rows
-        else:
-            self._backlog.append(_Spilled(start, spill.end, rows))
-
-    def _open_spill(self) -> SpillFile:
-        if self._spill is None:
-            self._spill = SpillFile.create(uuid.uuid4().hex, self.location, self._location.path)
-            self._spill.append([(RUN, [run, uid]) for run, uid in self._run_uids.items()])
-        return self._spill
-
-    def _note_run(self, run_id: int, uid: str) -> None:
-        """Remember ``uid`` as the run of ``run_id`` (the spill file names the runs it holds)."""
-        self._run_uids[run_id] = uid
-        self._active_runs.add(run_id)
-        if self._spill is not None:
-            self._spill.append([(RUN, [run_id, uid])])
-
     # -- writing the backlog -----------------------------------------------------------------
 
     def _work(self, engine: sa.Engine) -> None:
@@ -448,7 +301,7 @@ class WriterThreadMixin:
             entry = self._backlog[0]
             try:
                 self._write_entry(engine, entry)
-            except _Failed as failure:
+            except WriteFailed as failure:
                 self._failed(failure)
                 continue
             if self._backlog and self._backlog[0] is entry:
@@ -461,13 +314,13 @@ class WriterThreadMixin:
             self._spill.remove()
             self._spill, self._spilling = None, False
 
-    def _write_entry(self, engine: sa.Engine, entry: Batch | _Spilled | _Call | Future[None],
-                     ) -> None:
+    def _write_entry(self, engine: sa.Engine,
+                     entry: Batch | SpilledRecords | PendingCall | Future[None]) -> None:
         if isinstance(entry, Batch):
             self._commit(engine, entry)
-        elif isinstance(entry, _Spilled):
+        elif isinstance(entry, SpilledRecords):
             self._commit_spilled(engine, entry)
-        elif isinstance(entry, _Call):
+        elif isinstance(entry, PendingCall):
             self._run_call(engine, entry)
         elif entry.set_running_or_notify_cancel():  # False: its caller stopped waiting
             entry.set_result(None)
@@ -476,7 +329,7 @@ class WriterThreadMixin:
                 meta: tuple[str, str] | None = None) -> None:
         """Write ``batch`` in one transaction (and ``meta``, a key and value, with it).
 
-        Raises _Failed if the store did not take it now. Records the store refuses as such are
+        Raises WriteFailed if the store did not take it now. Records the store refuses as such are
         reported and dropped: only the offending items when there are several.
         """
         if not batch.units:
@@ -501,7 +354,7 @@ class WriterThreadMixin:
         except Exception as exc:
             kind = classify(exc)
             if kind != REFUSED:
-                raise _Failed(kind, exc) from exc
+                raise WriteFailed(kind, exc) from exc
             if isinstance(exc, sa.exc.IntegrityError) and len(batch.units) > 1 and meta is None:
                 # Write item by item so that only the offending records are lost.
                 self._backlog.popleft()
@@ -517,15 +370,15 @@ class WriterThreadMixin:
 
     def _committed_before(self, engine: sa.Engine, seq: int) -> bool:
         """Whether the transaction numbered ``seq`` was committed (its answer may have been
-        lost with the connection); _Failed if the store cannot say now."""
+        lost with the connection); WriteFailed if the store cannot say now."""
         try:
             with engine.begin() as conn:
                 done = get_meta(conn, self._writer_key)
         except Exception as exc:
-            raise _Failed(classify(exc), exc) from exc
+            raise WriteFailed(classify(exc), exc) from exc
         return done is not None and int(done) >= seq
 
-    def _commit_spilled(self, engine: sa.Engine, entry: _Spilled) -> None:
+    def _commit_spilled(self, engine: sa.Engine, entry: SpilledRecords) -> None:
         """Write the spilled records of ``entry`` in, a transaction per :data:`MAX_BATCH_ROWS`
         records, each recording how far the spill file is written in."""
         spill = self._spill
@@ -537,7 +390,7 @@ class WriterThreadMixin:
                 with engine.begin() as conn:
                     done = get_meta(conn, key)
             except Exception as exc:
-                raise _Failed(classify(exc), exc) from exc
+                raise WriteFailed(classify(exc), exc) from exc
             if done is not None:
                 entry.start = max(entry.start, int(done))
         while entry.start < entry.end:
@@ -553,7 +406,7 @@ class WriterThreadMixin:
             entry.rows -= chunk.rows()
             entry.start = end
 
-    def _run_call(self, engine: sa.Engine, call: _Call) -> None:
+    def _run_call(self, engine: sa.Engine, call: PendingCall) -> None:
         if not call.started:
             if not call.result.set_running_or_notify_cancel():
                 return  # the caller gave up waiting
@@ -564,102 +417,18 @@ class WriterThreadMixin:
         except Exception as exc:
             kind = classify(exc)
             if kind != REFUSED and not isinstance(exc, StoreError):
-                raise _Failed(kind, exc) from exc
+                raise WriteFailed(kind, exc) from exc
             error = StoreError(f"{call.what}: {describe_error(exc, self._location.url)}")
             error.__cause__ = exc
             call.result.set_exception(error)
         else:
             call.result.set_result(value)
 
-    # -- outages -----------------------------------------------------------------------------
-
-    def _failed(self, failure: _Failed) -> None:
-        reason = describe_error(failure.exc, self._location.url)
-        outage = self._outage
-        if outage is None:
-            outage = self._outage = Outage(failure.kind, reason)
-            grace = min(self._outage_s, FULL_GRACE_S) if failure.kind == FULL else self._outage_s
-            log.warning("store %s: a write failed (%s); trying again for up to %g s, keeping "
-                        "every record meanwhile", self.location, reason, grace)
-        outage.failed(failure.kind, reason)
-        with self._lock:
-            self._stats = _bump(self._stats, retries=self._stats.retries + 1)
-        if outage.over(self._outage_s):
-            self._give_up(outage)
-        elif time.monotonic() - outage.reported >= REPORT_EVERY_S:
-            outage.reported = time.monotonic()
-            log.warning("store %s: still refusing writes after %.0f s (%s); %d records wait",
-                        self.location, outage.lasted(), reason, self._waiting_rows())
-
-    def _recovered(self) -> None:
-        outage = self._outage
-        if outage is not None:
-            log.warning("store %s: writes succeed again after %.1f s; the %d records kept "
-                        "meanwhile are being written", self.location, outage.lasted(),
-                        self._waiting_rows())
-        self._outage = None
-
-    def _waiting_rows(self) -> int:
-        return self._memory_rows + sum(entry.rows for entry in self._backlog
-                                       if isinstance(entry, _Spilled))
-
-    def _give_up(self, outage: Outage) -> None:
-        """The store is lost: everything not written goes to the spill file, for good."""
-        why = ("its disk is full" if outage.kind == FULL
-               else f"no write succeeded for {outage.lasted():.0f} s")
-        self._spilling = True
-        backlog, self._backlog = self._backlog, deque()
-        self._memory_rows = 0
-        # Nothing is written any more: markers of spilled records are dropped (the records are
-        # in the file already), batches go to the file; calls and flushes fail below.
-        for entry in backlog:
-            if isinstance(entry, Batch):
-                check = [(CHECK, [self._writer_key, entry.seq, len(entry.units)])] if (
-                    entry.tried) else []
-                self._to_spill([*check, *entry.units], mark=False)
-            elif not isinstance(entry, _Spilled):
-                self._backlog.append(entry)
-        self._lost_why = f"{why} ({outage.reason})"
-        error = self._lost_error(self._lost_why)
-        with self._lock:
-            self._lost = error
-        log.error("%s", error)
-        self._fail_backlog()
-        for listener in list(self._lost_listeners):
-            try:
-                listener(error)
-            except Exception:
-                log.exception("store %s: a listener of the store's loss failed", self.location)
-
-    def _lost_error(self, why: str) -> StoreLost:
-        """The error that says the store is lost for ``why``, where the records not written
-        are and how to write them in."""
-        spill = self._spill
-        unwritten = self._stats.rows_spilled
-        if spill is None:
-            return StoreLost(f"store {self.location} lost: {why}; no record was waiting for it",
-                             None, 0)
-        return StoreLost(
-            f"store {self.location} lost: {why}; {unwritten} records not written are kept in "
-            f"{spill.path} (once the store is back: mosaic store recover {spill.path} "
-            f"--store {self.location})", str(spill.path), unwritten)
-
-    def _fail_backlog(self) -> None:
-        """With the store lost: answer every call and flush in the backlog with the loss."""
-        lost = self._lost if self._lost is not None else StoreError("the store is lost")
-        while self._backlog:
-            entry = self._backlog.popleft()
-            if isinstance(entry, _Call):
-                if entry.started or entry.result.set_running_or_notify_cancel():
-                    entry.result.set_exception(lost)
-            elif isinstance(entry, Future) and entry.set_running_or_notify_cancel():
-                entry.set_exception(lost)
-
     # -- run checks and upkeep ---------------------------------------------------------------
 
     def _verify(self, conn: sa.Connection, run_id: int) -> str | None:
         """What the store lacks of what run ``run_id`` gave the writer (None: nothing)."""
-        given = self._given.get(run_id, _Given())
+        given = self._given.get(run_id, GivenRows())
         missing = []
         held_now = _held(conn, run_id)
         for (what, count), held in zip((("steps", given.steps), ("episodes", given.episodes),
@@ -674,12 +443,12 @@ class WriterThreadMixin:
     def _given_from_store(self, conn: sa.Connection, run_id: int) -> None:
         """Count what the store holds of run ``run_id`` as given (a run that continues from a
         checkpoint keeps its rows from before)."""
-        self._given[run_id] = _Given(*_held(conn, run_id))
+        self._given[run_id] = GivenRows(*_held(conn, run_id))
 
     def _count(self, batch: Batch) -> None:
         with self._lock:
             s = self._stats
-            self._stats = _bump(
+            self._stats = bump(
                 s,
                 steps_written=s.steps_written + len(batch.steps),
                 episodes_written=s.episodes_written + len(batch.episodes),
@@ -722,7 +491,7 @@ class WriterThreadMixin:
         """On thread exit, answer every waiter still queued so that nobody waits in vain."""
         stopped = StoreError("the store writer thread has stopped")
         for entry in self._backlog:
-            if isinstance(entry, _Call):
+            if isinstance(entry, PendingCall):
                 if entry.started or entry.result.set_running_or_notify_cancel():
                     entry.result.set_exception(stopped)
             elif isinstance(entry, Future) and entry.set_running_or_notify_cancel():
@@ -767,9 +536,3 @@ def _run_of_row(row: Any) -> int | None:
         return None
 
 
-def _unit_rows(kind: int, params: Any) -> int:
-    return len(params) if kind in (STEPS, METRICS) else 0 if kind in (RUN, CHECK) else 1
-
-
-def _bump(stats: WriterStats, **changes: int) -> WriterStats:
-    return WriterStats(**{**stats.__dict__, **changes})

@@ -46,9 +46,9 @@ from mosaic.store._batch import (
     StepRow,
 )
 from mosaic.store._values import COMPRESS_ABOVE, Encode, compressing
+from mosaic.store._writer_state import WriterStats
 from mosaic.store._writer_thread import (
     HEARTBEAT_INTERVAL,
-    WriterStats,
     WriterThreadMixin,
     insert_returning_id,
 )
