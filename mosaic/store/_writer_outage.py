@@ -158,10 +158,11 @@ class OutageMixin(WriterState):
         if spill is None:
             return StoreLost(f"store {self.location} lost: {why}; no record was waiting for it",
                              None, 0)
+        password = "" if self._location.path is not None else ", its password for the ***"
         return StoreLost(
             f"store {self.location} lost: {why}; {unwritten} records not written are kept in "
             f"{spill.path} (once the store is back: mosaic store recover {spill.path} "
-            f"--store {self.location})", str(spill.path), unwritten)
+            f"--store {self.location}{password})", str(spill.path), unwritten)
 
     def _fail_backlog(self) -> None:
         """With the store lost: answer every call and flush in the backlog with the loss."""

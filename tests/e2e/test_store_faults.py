@@ -109,7 +109,8 @@ def test_a_postgresql_server_gone_for_good_fails_the_run_and_recover_writes_ever
     assert len(spills) == 1, (spills, err)
     shown = locate(url).describe()  # the password hidden
     assert f"error: store {shown} lost: no write succeeded for" in err, err
-    assert f"mosaic store recover {spills[0]} --store {shown}" in err, err
+    assert f"mosaic store recover {spills[0]} --store {shown}, its password for the ***" in (
+        err), err
 
     recovered = run_mosaic("store", "recover", str(spills[0]), "--store", url)
     assert recovered.returncode == 0, recovered.stderr
