@@ -30,6 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 import mosaic  # noqa: E402 (the repository root, first)
 from mosaic.orchestration import simulation_controller  # noqa: E402
+from mosaic.orchestration.copy_episodes import CopyEpisodes  # noqa: E402
+from mosaic.orchestration.player_episodes import PlayerEpisodes  # noqa: E402
 from mosaic.runtime import direct  # noqa: E402
 from mosaic.transport import client  # noqa: E402
 
@@ -54,15 +56,15 @@ Controller = simulation_controller.SimulationController
 SINGLE = [(Controller, "do_work", "do_work (all)"),
           (client.RequestClient, "receive", "receive"),
           (client.RequestClient, "send", "send"),
-          (Controller, "_on_update", "step"),
-          (Controller, "_settle", "  settle (digest, rows)"),
-          (Controller, "_agents_update", "  muscles"),
+          (PlayerEpisodes, "_on_update", "step"),
+          (PlayerEpisodes, "_settle", "  settle (digest, rows)"),
+          (Controller, "_ask_muscles", "  muscles"),
           (direct.DirectClient, "call", "    direct call")]
 COPIES = [(Controller, "do_work", "do_work (all)"),
           (client.RequestClient, "receive", "receive"),
-          (Controller, "_send_vector", "send"),
-          (Controller, "_on_vector_step", "step"),
-          (Controller, "_vector_outcome", "  accounting (digest, episode ends)"),
+          (client.RequestClient, "send", "send"),
+          (CopyEpisodes, "accept", "step"),
+          (CopyEpisodes, "_outcome", "  accounting (digest, episode ends)"),
           (direct.DirectClient, "call", "  muscle's direct call")]
 
 

@@ -1,0 +1,147 @@
+"""The episode loop of an environment with ``copies:``, stepped in lockstep.
+
+One request carries every copy's actions and one answer every copy's outcome. A copy whose
+episode ends begins the next one in the same step (Gymnasium's auto-reset): the answer marks
+it in ``starts``, and the loop then zeroes its step and return, and draws the seed of its next
+episode when the environment reseeds every episode. ``episodes_done`` counts the episodes
+ended over all copies: the run's ``episodes`` is the environment's total, and the episodes
+past it (several copies can end in the last step) are not counted, though the muscle still
+gets their outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, cast
+
+import numpy as np
+
+from mosaic.core.batching import row
+from mosaic.core.seeding import episode_seed
+from mosaic.core.vector_info import info_row
+from mosaic.messages import (
+    AgentBatchRequest,
+    AgentBatchResponse,
+    BatchOutcome,
+    Request,
+    Response,
+    VectorResetRequest,
+    VectorStepRequest,
+    VectorStepResponse,
+)
+from mosaic.messages.codec import pack
+from mosaic.orchestration.episodes import Episodes, Recording, Schedule, chosen
+from mosaic.orchestration.ledger import Ledger
+
+__all__ = ["AskBatch", "CopyEpisodes"]
+
+#: Asks the environment's one muscle for every copy's action; returns its agent and answer.
+AskBatch = Callable[[AgentBatchRequest], tuple[str, AgentBatchResponse]]
+
+
+class CopyEpisodes(Episodes):
+    """The episode loop of ``copies`` copies of an environment with one slot (see the module).
+
+    ``reseeds``: whether the environment seeds every episode of every copy with the seeds it
+    is sent (else it seeds them all once, at the first reset).
+    """
+
+    expects = VectorStepResponse
+
+    def __init__(self, index: int, uid: str, mapping: dict[str, str], ledger: Ledger,
+                 schedule: Schedule, recording: Recording, ask: AskBatch, slot: str,
+                 copies: int, reseeds: bool) -> None:
+        super().__init__(index, uid, mapping, ledger, schedule, recording)
+        self._ask = ask
+        self.slot = slot
+        self.copies = copies
+        self.reseeds = reseeds
+        self.needs_reset = True
+        self.episodes_done = 0
+        self.observations: Any = None
+        self.actions: Any = None
+        self.episode = np.zeros(copies, dtype=np.int64)
+        self.step = np.zeros(copies, dtype=np.int64)
+        self.returns = np.zeros(copies, dtype=np.float64)
+        self.seeds = np.zeros(copies, dtype=np.uint64)
+        self.next_seeds = np.zeros(copies, dtype=np.uint64)
+
+    def request(self) -> Request:
+        if not self.needs_reset:
+            return VectorStepRequest(self.actions, self.next_seeds)
+        seed, index = self.schedule.seed, self.index
+        for copy in range(self.copies):
+            self.next_seeds[copy] = episode_seed(seed, index, 0, copy)
+        return VectorResetRequest(self.next_seeds)
+
+    def accept(self, reply: Response) -> None:
+        """Account for one reset or step of every copy, then ask the muscle for the next."""
+        outcome = cast(VectorStepResponse, reply).outcome
+        if self.needs_reset:
+            self.needs_reset = False
+        else:
+            self._outcome(outcome)
+        starts = outcome.starts.nonzero()[0].tolist()
+        if starts:
+            seed, index, reseeds = self.schedule.seed, self.index, self.reseeds
+            for copy in starts:
+                self.step[copy] = 0
+                self.returns[copy] = 0.0
+                self.seeds[copy] = self.next_seeds[copy]
+                if reseeds:
+                    self.next_seeds[copy] = episode_seed(seed, index, int(self.episode[copy]) + 1,
+                                                         copy)
+        self.observations = outcome.observations
+        agent, answer = self._ask(AgentBatchRequest(outcome))
+        self.actions = answer.actions
+        if answer.metrics:
+            ledger = self.ledger
+            ledger.reported.append((agent, answer.metrics))
+            ledger.stamp_metrics()
+
+    def _outcome(self, outcome: BatchOutcome) -> None:
+        """The outcome of the copies' last actions: the digest, the step rows, ended episodes."""
+        rewards, terminated, truncated = outcome.rewards, outcome.terminated, outcome.truncated
+        acted, info, final_info = outcome.acted, outcome.info, outcome.final_info
+        ledger = self.ledger
+        ledger.digest.update(pack((self.uid, self.observations, self.actions, rewards,
+                                   terminated, truncated, acted)))
+        self.returns += rewards
+        ledger.count_steps(int(acted.sum()))
+        if self.record_steps:
+            slot, run_id, rows = self.slot, ledger.run_id, ledger.rows
+            agent = self.mapping[slot]
+            keys = self.store_info if info or final_info else ()
+            for copy in acted.nonzero()[0].tolist():
+                stored = None
+                if keys:
+                    last = final_info.get(copy)
+                    stored = chosen(keys, info_row(info, copy) if last is None else last)
+                rows.append((run_id, self.uid, int(self.episode[copy]), int(self.step[copy]),
+                             agent, slot, row(self.observations, copy), row(self.actions, copy),
+                             float(rewards[copy]), bool(terminated[copy]),
+                             bool(truncated[copy]), copy, stored))
+        self.step += acted
+        ended = (terminated | truncated) & acted
+        for copy in ended.nonzero()[0].tolist():
+            self._end_episode(copy, bool(terminated[copy]), bool(truncated[copy]))
+            if self.finished:
+                return
+
+    def _end_episode(self, copy: int, terminated: bool, truncated: bool) -> None:
+        ledger = self.ledger
+        total = float(self.returns[copy])
+        ledger.progress.agent_ended_episode(self.mapping[self.slot], total)
+        ledger.hand_over()  # an episode's record never goes to the store before its steps
+        chain = ledger.link_chain()
+        if self.record_episodes and ledger.record_episode is not None:
+            # A vector that resets its copies itself seeds them all at once, not per episode.
+            seed = int(self.seeds[copy]) if self.reseeds else None
+            ledger.record_episode(ledger.run_id, self.uid, int(self.episode[copy]),
+                                  int(self.step[copy]), total, {self.slot: total}, terminated,
+                                  truncated, seed, copy, chain=chain)
+        self.episode[copy] += 1
+        self.episodes_done += 1
+        if self.episodes_done >= self.schedule.episodes:
+            self.finished = True
+        ledger.episode_ended(self.uid, total)
