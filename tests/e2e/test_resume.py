@@ -72,6 +72,16 @@ MOMENTS: dict[str, Callable[[Path], bool]] = {
 }
 
 
+def uninterrupted_digests(folder: Path, text: str) -> list[tuple[int, str, int, str]]:
+    """The runs of an uninterrupted invocation of the experiment ``text`` (in ``folder``/whole)."""
+    (folder / "whole").mkdir()
+    whole = write_experiment(folder / "whole", text)
+    store = folder / "whole.sqlite"
+    done = run_mosaic("experiment-start", str(whole), "--store", str(store), "-q", timeout=180)
+    assert done.returncode == 0, done.stderr
+    return digests(store)
+
+
 def digests(store: Path) -> list[tuple[int, str, int, str]]:
     return query(store, "SELECT run_index, status, steps, digest FROM runs ORDER BY run_index")
 
@@ -81,11 +91,7 @@ def uninterrupted(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
                   ) -> tuple[str, list[tuple[int, str, int, str]]]:
     """The placement, and the runs of an uninterrupted invocation of its experiment."""
     folder = tmp_path_factory.mktemp(f"uninterrupted-{request.param}")
-    path = write_experiment(folder, experiment(request.param))
-    store = folder / "results.sqlite"
-    done = run_mosaic("experiment-start", str(path), "--store", str(store), "-q", timeout=180)
-    assert done.returncode == 0, done.stderr
-    return request.param, digests(store)
+    return request.param, uninterrupted_digests(folder, experiment(request.param))
 
 
 @pytest.mark.parametrize("moment", list(MOMENTS))
@@ -177,11 +183,7 @@ def test_resume_after_a_sigkill_during_shutdown(tmp_path: Path, process_tag: str
     marker = tmp_path / "closing"
     text = staged_experiment(runs=2, episodes=5, stall=("environment", "close", marker),
                              hold=1.0)
-    (tmp_path / "whole").mkdir()
-    whole = write_experiment(tmp_path / "whole", text)
-    done = run_mosaic("experiment-start", str(whole), "--store", str(tmp_path / "whole.sqlite"),
-                      "-q", timeout=180)
-    assert done.returncode == 0, done.stderr
+    expected = uninterrupted_digests(tmp_path, text)
     marker.unlink()
 
     path = write_experiment(tmp_path, text)
@@ -192,7 +194,7 @@ def test_resume_after_a_sigkill_during_shutdown(tmp_path: Path, process_tag: str
     resumed = run_mosaic("experiment-start", str(path), "--store", str(store), "--resume",
                          "-q", timeout=180)
     assert resumed.returncode == 0, resumed.stderr
-    assert digests(store) == digests(tmp_path / "whole.sqlite")
+    assert digests(store) == expected
     assert query(store, "SELECT count(*) FROM steps") == query(
         store, "SELECT sum(steps) FROM runs")
 
@@ -221,11 +223,7 @@ def test_a_learner_resumes_from_its_last_periodic_checkpoint_with_the_same_diges
     from the latest one the store has every record before, not from its start, and ends as an
     uninterrupted run: the same digest, every step once."""
     text = LEARNER.format(placement=placement)
-    (tmp_path / "whole").mkdir()
-    whole = write_experiment(tmp_path / "whole", text)
-    done = run_mosaic("experiment-start", str(whole), "--store", str(tmp_path / "whole.sqlite"),
-                      "-q", timeout=180)
-    assert done.returncode == 0, done.stderr
+    expected = uninterrupted_digests(tmp_path, text)
 
     path = write_experiment(tmp_path, text)
     store = tmp_path / "results.sqlite"
@@ -239,7 +237,7 @@ def test_a_learner_resumes_from_its_last_periodic_checkpoint_with_the_same_diges
     continued = int(reason.rsplit("from episode ", 1)[1].split()[0])
     assert continued in (100, 125, 150, 175), reason  # a checkpoint, not the start
     assert reason.endswith("(its checkpoint)")
-    assert digests(store) == digests(tmp_path / "whole.sqlite")
+    assert digests(store) == expected
     assert query(store, "SELECT count(*) FROM steps") == query(store, "SELECT steps FROM runs")
     assert query(store, "SELECT count(*) FROM episodes") == [(300,)]
     assert query(store, "SELECT count(*) FROM (SELECT 1 FROM steps GROUP BY episode, step "
@@ -272,11 +270,7 @@ def test_checkpoints_come_back_from_the_store_when_their_folder_is_gone(
     Ray node without a shared file system): --resume writes them back from the store, so the
     training run continues from its periodic checkpoint and the test phase loads what
     training saved: the digests of an uninterrupted invocation."""
-    (tmp_path / "whole").mkdir()
-    whole = write_experiment(tmp_path / "whole", PHASED)
-    done = run_mosaic("experiment-start", str(whole), "--store", str(tmp_path / "whole.sqlite"),
-                      "-q", timeout=180)
-    assert done.returncode == 0, done.stderr
+    expected = uninterrupted_digests(tmp_path, PHASED)
 
     path = write_experiment(tmp_path, PHASED)
     store = tmp_path / "results.sqlite"
@@ -292,7 +286,7 @@ def test_checkpoints_come_back_from_the_store_when_their_folder_is_gone(
     resumed = run_mosaic("experiment-start", str(path), "--store", str(store), "--resume",
                          "-q", timeout=180)
     assert resumed.returncode == 0, resumed.stderr
-    assert digests(store) == digests(tmp_path / "whole.sqlite")
+    assert digests(store) == expected
     if moment == "mid-train":
         [(reason,)] = query(store, "SELECT reason FROM transitions WHERE to_state = 'resumed'")
         assert reason.endswith("(its checkpoint)"), reason
