@@ -6,6 +6,8 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -46,10 +48,13 @@ def _serve(server: RequestServer, store: StoreWriter, ctx: RunContext,
     return answered
 
 
-def test_records_and_progress_reach_the_store_and_a_cancel_reaches_the_run(
-        tmp_path: Path) -> None:
-    experiment = experiment_from_data(EXPERIMENT)
-    config = experiment.run_config(0)
+@contextmanager
+def relayed_run(tmp_path: Path) -> Iterator[tuple[StoreWriter, RequestServer, RecordRelay,
+                                                  RunContext, RunContext]]:
+    """A run recorded in a store writer (``here``, the command's side) and its side on a node
+    (``there``: the same run id and secrets, its own endpoints) relaying to a server of the
+    command's; everything closed afterwards."""
+    config = experiment_from_data(EXPERIMENT).run_config(0)
     writer = StoreWriter(tmp_path / "results.sqlite")
     writer.start()
     server: RequestServer | None = None
@@ -57,7 +62,6 @@ def test_records_and_progress_reach_the_store_and_a_cancel_reaches_the_run(
     try:
         run_id = writer.run_started(writer.experiment_started("relay", None, None), "r0", 0, 1)
         here = RunContext.for_run("relay", "r0", run_id, 1, config, writer)
-        # The run's side, as on a node: the same run id and secrets, its own endpoints.
         there = RunContext("relay", "r0", run_id, 1, config, EndpointAllocator("r0"), None,
                            trust=here.trust)
         server = RequestServer("tcp://127.0.0.1:*", name="relay", idle_timeout_ms=20,
@@ -65,6 +69,30 @@ def test_records_and_progress_reach_the_store_and_a_cancel_reaches_the_run(
         relay = RecordRelay(server.endpoint, there, "node test")
         there.store = relay
         relay.start()
+        yield writer, server, relay, here, there
+    finally:
+        if relay is not None:
+            relay.close()
+        if server is not None:
+            server.close()
+        writer.close(10)
+
+
+def close_answering(relay: RecordRelay, server: RequestServer, writer: StoreWriter,
+                    here: RunContext) -> None:
+    """Close ``relay`` while the command's side answers it: it sends what is left first."""
+    closed = threading.Event()
+    closer = threading.Thread(target=lambda: (relay.close(), closed.set()))
+    closer.start()
+    _serve(server, writer, here, until=closed)
+    closer.join(5)
+    assert relay.lost is None
+
+
+def test_records_and_progress_reach_the_store_and_a_cancel_reaches_the_run(
+        tmp_path: Path) -> None:
+    with relayed_run(tmp_path) as (writer, server, relay, here, there):
+        run_id = here.run_id
         relay.record_transition(run_id, None, "running", None)
         observation = np.arange(4, dtype=np.float32)
         relay.record_steps([(run_id, "cartpole", 0, step, "random", "agent_0", observation,
@@ -83,19 +111,8 @@ def test_records_and_progress_reach_the_store_and_a_cancel_reaches_the_run(
         _serve(server, writer, here, requests=1)
         assert there.cancelled.wait(5), "the cancel did not reach the run"
 
-        closed = threading.Event()
-        closer = threading.Thread(target=lambda: (relay.close(), closed.set()))
-        closer.start()
-        _serve(server, writer, here, until=closed)
-        closer.join(5)
-        assert relay.lost is None
+        close_answering(relay, server, writer, here)
         writer.flush(10)
-    finally:
-        if relay is not None:
-            relay.close()
-        if server is not None:
-            server.close()
-        writer.close(10)
     with sqlite3.connect(tmp_path / "results.sqlite") as db:
         assert db.execute("SELECT step FROM steps ORDER BY step").fetchall() == [(0,), (1,)]
         assert db.execute("SELECT steps, total_return, snapshots FROM episodes").fetchall() == [
@@ -120,20 +137,8 @@ def test_a_command_that_is_gone_cancels_the_run_and_says_why(
 def test_a_full_relay_holds_its_callers_until_the_command_takes_the_records(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(record_relay, "MAX_QUEUED", 5)
-    config = experiment_from_data(EXPERIMENT).run_config(0)
-    writer = StoreWriter(tmp_path / "results.sqlite")
-    writer.start()
-    server: RequestServer | None = None
-    relay: RecordRelay | None = None
-    try:
-        run_id = writer.run_started(writer.experiment_started("relay", None, None), "r0", 0, 1)
-        here = RunContext.for_run("relay", "r0", run_id, 1, config, writer)
-        there = RunContext("relay", "r0", run_id, 1, config, EndpointAllocator("r0"), None,
-                           trust=here.trust)
-        server = RequestServer("tcp://127.0.0.1:*", name="relay", idle_timeout_ms=20,
-                               credentials=here.credentials)
-        relay = RecordRelay(server.endpoint, there, "node test")
-        relay.start()
+    with relayed_run(tmp_path) as (writer, server, relay, here, _):
+        run_id = here.run_id
         observation = np.zeros(4, dtype=np.float32)
         produced = threading.Event()
 
@@ -152,19 +157,8 @@ def test_a_full_relay_holds_its_callers_until_the_command_takes_the_records(
         _serve(server, writer, here, until=produced)
         producer.join(5)
         assert produced.is_set()
-        closed = threading.Event()
-        closer = threading.Thread(target=lambda: (relay.close(), closed.set()))
-        closer.start()
-        _serve(server, writer, here, until=closed)
-        closer.join(5)
-        assert relay.lost is None
+        close_answering(relay, server, writer, here)
         assert writer.flush(10)
-    finally:
-        if relay is not None:
-            relay.close()
-        if server is not None:
-            server.close()
-        writer.close(10)
     with sqlite3.connect(tmp_path / "results.sqlite") as db:
         assert db.execute("SELECT step FROM steps ORDER BY step").fetchall() == [
             (step,) for step in range(40)]
