@@ -39,7 +39,10 @@ def load_soak() -> ModuleType:
 def test_a_short_soak_keeps_memory_descriptors_and_steps(tmp_path: Path,
                                                          process_tag: str) -> None:
     soak = load_soak()
-    result = soak.soak(CI_STEPS, min_warmup_s=MIN_WARMUP_S, timeout=45, folder=tmp_path)
+    # Samples every 0.25 s: a quick machine steps the soak in about 8 s, which at 0.5 s left
+    # fewer than 10 samples after warm-up.
+    result = soak.soak(CI_STEPS, min_warmup_s=MIN_WARMUP_S, interval=0.25, timeout=45,
+                       folder=tmp_path)
     table = soak.format_result(result)
     assert result.ok, f"{table}\n{result.stderr_tail}"
     # Every process was watched: the mosaic process, its zygote, the environment and both
