@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from mosaic.actors.metrics import reported
+from mosaic.actors.rounds import Offer, Rounds
 from mosaic.actors.slots import slots_from_specs
 from mosaic.agents import Brain, BrainContext
 from mosaic.agents.metrics import MetricLog
@@ -31,12 +32,13 @@ from mosaic.messages import (
     BrainShutdownRequest,
     BrainShutdownResponse,
     BrainSyncRequest,
+    ErrorResponse,
     Message,
     MuscleUpdateRequest,
     MuscleUpdateResponse,
 )
 from mosaic.messages.names import AGENT_CONDUCTOR
-from mosaic.runtime.component import Component, handles
+from mosaic.runtime.component import Component, Later, handles
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,11 @@ class BrainActor(Component):
 
     Metrics the brain reports (``context.log_metric``) ride on its next answer to any muscle,
     which passes them on to the simulation controller.
+
+    Rollout workers: the muscles of an environment's rollout workers form a group (``groups``
+    in the set-up request), whose experience the brain learns from in rounds, in the group's
+    order, whatever order it arrives in (see :mod:`mosaic.actors.rounds`); each worker's answer
+    waits for its round. A worker leaves its group with its shutdown request.
     """
 
     def __init__(self, uid: str) -> None:
@@ -72,6 +79,8 @@ class BrainActor(Component):
         #: muscle uid -> its part of the checkpoint: loaded (until its sync takes it), or sent.
         self._loaded_muscles: dict[str, dict[str, np.ndarray]] = {}
         self._muscle_states: dict[str, dict[str, np.ndarray]] = {}
+        self._rounds = Rounds(())
+        self._next_key = 0
 
     def accepts(self, message: Message, sender: str | None) -> bool:
         if isinstance(message, BrainSetupRequest):
@@ -102,6 +111,7 @@ class BrainActor(Component):
         self._muscles = set(request.muscles)
         self._observers = frozenset(request.observers)
         self._served = frozenset(request.muscles) | self._observers
+        self._rounds = Rounds(request.groups)
         return BrainSetupResponse(self.uid)
 
     def _save(self, episodes: int = 0) -> str:
@@ -150,14 +160,41 @@ class BrainActor(Component):
         return BrainCheckpointResponse(self.uid, path, reported(self.uid, self._metrics))
 
     @handles(MuscleUpdateRequest)
-    def _learn(self, request: MuscleUpdateRequest) -> MuscleUpdateResponse:
-        if self._brain is None:
+    def _learn(self, request: MuscleUpdateRequest) -> MuscleUpdateResponse | Later:
+        brain = self._brain
+        if brain is None:
             raise MosaicError(f"brain {self.uid!r} was not set up")
-        update = self._brain.learn(request.muscle_uid, request.experience)
-        return MuscleUpdateResponse(update, reported(self.uid, self._metrics))
+        muscle = request.muscle_uid
+        if not self._rounds.grouped(muscle):
+            return MuscleUpdateResponse(brain.learn(muscle, request.experience),
+                                        reported(self.uid, self._metrics))
+        self._next_key += 1
+        key = (muscle, self._next_key)
+        self._learn_round(self._rounds.offer(muscle, request.experience, key))
+        return Later(key)
+
+    def _learn_round(self, offers: list[Offer]) -> None:
+        """Learn from a complete round, in its order, and answer each of its members. A
+        failure of ``learn`` is every waiting member's answer, and ends the round."""
+        brain = self._brain
+        if brain is None:
+            return
+        failed: ErrorResponse | None = None
+        for muscle, experience, key in offers:
+            if failed is None:
+                try:
+                    update = brain.learn(muscle, experience)
+                except Exception as error:
+                    failed = self.error_answer(MuscleUpdateRequest(muscle, None), error)
+                else:
+                    self.answer(key, MuscleUpdateResponse(update,
+                                                          reported(self.uid, self._metrics)))
+                    continue
+            self.answer(key, failed)
 
     @handles(BrainShutdownRequest)
     def _shutdown(self, request: BrainShutdownRequest) -> BrainShutdownResponse:
+        self._learn_round(self._rounds.leave(request.muscle_uid))
         self._muscles.discard(request.muscle_uid)
         self._keep(request.muscle_uid, request.muscle_state)
         if not self._muscles:

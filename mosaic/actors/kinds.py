@@ -8,6 +8,7 @@ PLACEABLE = {
     "environment": "mosaic.actors.environment:EnvironmentActor",
     "muscle": "mosaic.actors.muscle:MuscleActor",
     "brain": "mosaic.actors.brain:BrainActor",
+    "rollout": "mosaic.orchestration.rollout_worker:RolloutWorker",
 }
 
 

@@ -15,11 +15,23 @@ from mosaic.messages import (
     AgentSetupResponse,
     BrainSetupRequest,
     BrainSetupResponse,
+    MusclePlan,
     MuscleSetupRequest,
     MuscleSetupResponse,
     SensorSpec,
 )
 from mosaic.runtime.component import handles
+from mosaic.runtime.setup_wait import SetupWait
+
+
+def _groups(muscles: dict[str, MusclePlan]) -> tuple[tuple[str, ...], ...]:
+    """The muscles of each environment's rollout workers, in the workers' order: the brain
+    learns from each group in rounds (see mosaic.actors.rounds)."""
+    groups: dict[str, list[str]] = {}
+    for muscle_uid, plan in muscles.items():
+        if plan.host is not None:
+            groups.setdefault(plan.host.group, []).append(muscle_uid)
+    return tuple(tuple(members) for members in groups.values() if len(members) > 1)
 
 
 def _unique(specs: list[Any]) -> tuple[Any, ...]:
@@ -60,12 +72,18 @@ class AgentConductor(Conductor):
             actuators.extend(muscle.actuators)
 
         brain_uid = request.agent_uid
-        brain, *muscles = self.place_all([
+        # A rollout worker hosts its muscle: it is set up there, not placed here.
+        placing = [muscle_uid for muscle_uid, plan in request.muscles.items() if plan.host is None]
+        hosts = [plan.host for plan in request.muscles.values() if plan.host is not None]
+        reachable = ((bool(placing) and agent.muscle_placement != "thread")
+                     or any(host.placement != "thread" for host in hosts))
+        brain, *placed_muscles = self.place_all([
             ComponentPlan("brain", brain_uid, agent.brain_placement,
-                          reachable_from_process=agent.muscle_placement != "thread"),
+                          reachable_from_process=reachable),
             *(ComponentPlan("muscle", muscle_uid, agent.muscle_placement)
-              for muscle_uid in request.muscles),
+              for muscle_uid in placing),
         ])
+        placed_by_uid = dict(zip(placing, placed_muscles, strict=True))
         self_play = agent.self_play
         snapshots = None if self_play is None else self._brains.get(self_play.of)
         if self_play is not None and snapshots is None:
@@ -78,7 +96,8 @@ class AgentConductor(Conductor):
             client.request(BrainSetupRequest(request.agent_uid, brain_uid, agent.brain,
                                              _unique(sensors), _unique(actuators), request.seed,
                                              mode, tuple(request.muscles),
-                                             agent.checkpoints, request.observers),
+                                             agent.checkpoints, request.observers,
+                                             _groups(request.muscles)),
                            BrainSetupResponse, wait.budget, wait.check)
         finally:
             self.disconnect(client)
@@ -87,13 +106,21 @@ class AgentConductor(Conductor):
         endpoints: dict[str, str] = {}
         # One after another: a muscle's set-up syncs with the brain (Brain.sync), and the
         # brain sees its muscles in the order of the file whatever the timing.
-        for index, ((muscle_uid, muscle), placed) in enumerate(
-                zip(request.muscles.items(), muscles, strict=True)):
+        for index, (muscle_uid, muscle) in enumerate(request.muscles.items()):
             # One muscle per agent keeps the checkpoint schedule, so the brain saves once.
             every = agent.checkpoint_every if index == 0 else 0
-            client = self.connect(placed.endpoint, peer=f"muscle {muscle_uid!r}")
+            placed = placed_by_uid.get(muscle_uid)
+            if placed is None and muscle.host is not None:
+                endpoint, host = muscle.host.endpoint, self.ctx.supervisor.find(muscle.host.worker)
+                peer = f"muscle {muscle_uid!r} in rollout worker {muscle.host.worker!r}"
+            elif placed is not None:
+                endpoint, host, peer = placed.endpoint, placed, f"muscle {muscle_uid!r}"
+            else:
+                raise MosaicError(f"muscle {muscle_uid!r} was neither placed nor hosted")
+            client = self.connect(endpoint, peer=peer)
             try:
-                wait = placed.setup_wait(timeout, check, subject=client.peer)
+                wait = (host.setup_wait(timeout, check, subject=peer) if host is not None
+                        else SetupWait(peer, timeout, None, check))
                 client.request(MuscleSetupRequest(request.agent_uid, muscle_uid, muscle.environment,
                                                   agent.muscle, muscle.sensors, muscle.actuators,
                                                   muscle.seed, mode, brain.endpoint,
@@ -103,7 +130,7 @@ class AgentConductor(Conductor):
                                MuscleSetupResponse, wait.budget, wait.check)
             finally:
                 self.disconnect(client)
-            endpoints[muscle_uid] = placed.endpoint
+            endpoints[muscle_uid] = endpoint
         return AgentSetupResponse(request.agent_uid, endpoints)
 
     @handles(AgentConductorShutdownRequest)

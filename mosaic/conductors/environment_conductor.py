@@ -14,7 +14,8 @@ from mosaic.runtime.placement import PlacementKind
 
 
 class EnvironmentConductor(Conductor):
-    """Places one environment actor per EnvironmentSetupRequest and answers with its endpoint.
+    """Places one environment actor (or rollout worker) per EnvironmentSetupRequest and answers
+    with its endpoint.
 
     The environment itself is built by the actor on EnvironmentStartRequest, which the
     simulation controller sends it directly.
@@ -23,7 +24,8 @@ class EnvironmentConductor(Conductor):
     @handles(EnvironmentSetupRequest)
     def _setup(self, request: EnvironmentSetupRequest) -> EnvironmentSetupResponse:
         placement: PlacementKind = request.placement  # type: ignore[assignment]
-        placed = self.place("environment", request.environment_uid, placement,
+        kind = "rollout" if request.rollout else "environment"
+        placed = self.place(kind, request.environment_uid, placement,
                             reachable_from_process=False)
         return EnvironmentSetupResponse(request.environment_uid, placed.endpoint)
 

@@ -256,12 +256,14 @@ def planned_processes(config: RunConfig) -> list[tuple[str, str]]:
     planned = []
     for env in config.environments:
         if env.placement == "process":
-            planned.append(("environment", env.uid))
+            workers = env.rollout_workers()
+            planned.extend([("rollout", uid) for uid in workers] if workers
+                           else [("environment", env.uid)])
     for agent in config.agents:
         if agent.brain_placement == "process":
             planned.append(("brain", agent.uid))
         if agent.muscle_placement == "process":
             for env in config.environments:
-                if agent.acts_in(env, len(config.agents)):
+                if agent.acts_in(env, len(config.agents)) and not env.rollouts:
                     planned.append(("muscle", muscle_uid(agent.uid, env.uid)))
     return planned

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 # Purposes keep the streams of different component kinds apart.
-_ENVIRONMENT, _EPISODE, _BRAIN, _MUSCLE, _PHASE, _COPY, _EVALUATION, _OPERATOR = range(8)
+(_ENVIRONMENT, _EPISODE, _BRAIN, _MUSCLE, _PHASE, _COPY, _EVALUATION, _OPERATOR,
+ _ROLLOUT) = range(9)
 
 
 #: Seeds are unsigned 64-bit integers: what every seed mosaic derives fits, and what NumPy and
@@ -77,6 +78,13 @@ def copy_seed(seed: int, copy: int) -> int:
     """Seed of copy ``copy`` of a component seeded with ``seed`` (an environment's copies, or a
     muscle's instance per copy)."""
     return _derive(seed, _COPY, copy)
+
+
+def rollout_seed(seed: int, worker: int) -> int:
+    """Seed of the muscle of rollout worker ``worker`` (from 0) of a muscle seeded with
+    ``seed``: the first worker's is ``seed`` itself, so one worker acts as the environment's
+    muscle would in the per-step loop."""
+    return seed if worker == 0 else _derive(seed, _ROLLOUT, worker)
 
 
 def evaluation_episode_seed(run_seed: int, environment_index: int, round_: int,

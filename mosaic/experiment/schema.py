@@ -170,6 +170,11 @@ def _record_steps(value: Any) -> RecordSteps:
 RecordStepsSetting = Annotated[RecordSteps, BeforeValidator(_record_steps)]
 #: The most copies one environment entry may step together.
 MAX_COPIES = 4096
+#: The most rollout workers one environment entry may have.
+MAX_ROLLOUTS = 256
+#: Where the operators' muscles live: they keep the per-step loop (a rollout worker steps no
+#: operator or human).
+OPERATOR_MUSCLES = "mosaic.operators"
 
 
 class _ComponentSpec(StrictModel):
@@ -283,6 +288,11 @@ class EnvironmentConfig(StrictModel):
         description=f"a number of copies from 1 to {MAX_COPIES}, stepped together in one "
         "vector environment",
     )
+    rollouts: Annotated[int, Field(ge=1, le=MAX_ROLLOUTS)] | None = Field(
+        default=None,
+        description=f"a number of rollout workers from 1 to {MAX_ROLLOUTS}, each stepping the "
+        "copies: copies of the environment where it is placed, with no message per step",
+    )
     vector_mode: VectorMode = Field(
         default="sync",
         description="how the copies are held: sync (one thread), async (a process each) or "
@@ -312,7 +322,11 @@ class EnvironmentConfig(StrictModel):
             raise_problems(Problem(("copies",), "copies: takes Gymnasium environments; a "
                                    "PettingZoo environment's agents already act side by side",
                                    "remove copies, or list the environment several times"))
-        if self.vector_mode != "sync" and self.copies is None:
+        if self.rollouts is not None and self.kind == "pettingzoo":
+            raise_problems(Problem(("rollouts",), "rollouts: takes Gymnasium environments; a "
+                                   "PettingZoo environment keeps the per-step loop",
+                                   "remove rollouts"))
+        if self.vector_mode != "sync" and not self.vectorised:
             raise_problems(Problem(("vector_mode",), "vector_mode applies to copies",
                                    "add copies: N, or remove vector_mode"))
         if self.vector_mode == "native" and self.kind != "gymnasium":
@@ -338,6 +352,12 @@ class EnvironmentConfig(StrictModel):
         except ImportPathError as error:
             raise_problems(Problem((), error.message, error.hint))
         return env
+
+    @property
+    def vectorised(self) -> bool:
+        """Whether the environment steps as a vector of copies: it has ``copies:``, or
+        ``rollouts:`` (each worker's copies, one when ``copies:`` is not given)."""
+        return self.copies is not None or self.rollouts is not None
 
     @property
     def kind(self) -> EnvKind:
@@ -739,12 +759,11 @@ def _evaluation_problems(experiment: ExperimentFile) -> list[Problem]:
                                         "mode: test phase already acts greedily",
                                         "remove evaluate_every here, or set mode: train"))
             continue
-        copied = [environment.uid for environment in environments
-                  if environment.copies is not None]
+        copied = [environment.uid for environment in environments if environment.vectorised]
         if copied:
             problems.append(Problem(every_at, "evaluation episodes are not supported yet with "
-                                    f"copies: (environment '{copied[0]}')",
-                                    "remove evaluate_every, or copies"))
+                                    f"copies: or rollouts: (environment '{copied[0]}')",
+                                    "remove evaluate_every, or copies and rollouts"))
     return problems
 
 
@@ -818,6 +837,7 @@ def _section_problems(
                     )
                 )
     problems.extend(_self_play_problems(environments, agents, prefix))
+    problems.extend(_rollout_problems(environments, agents, prefix))
     # An agent left unmapped because of another mapping problem is not worth a second line.
     mapped_cleanly = len(problems) == mapping_problems
     for index, agent_uid in enumerate(agent_uids):
@@ -851,11 +871,41 @@ def _self_play_problems(
                                     "name an agent with a brain and a muscle"))
         for env_index, environment in enumerate(environments):
             mapping = environment.policy_mapping or {}
-            if environment.copies is not None and agent.uid in mapping.values():
-                problems.append(Problem((*prefix, "environments", env_index, "copies"),
+            if environment.vectorised and agent.uid in mapping.values():
+                key = "copies" if environment.copies is not None else "rollouts"
+                problems.append(Problem((*prefix, "environments", env_index, key),
                                         f"self-play agent '{agent.uid}' acts here, and "
-                                        "self-play is not supported with copies",
-                                        "remove copies"))
+                                        f"self-play is not supported with {key}",
+                                        f"remove {key}"))
+    return problems
+
+
+def _rollout_problems(
+    environments: Sequence[EnvironmentConfig], agents: Sequence[AgentConfig], prefix: Loc
+) -> list[Problem]:
+    """Rollout workers step every environment of a run or none, for learners and scripts:
+    operators and humans keep the per-step loop."""
+    rolled = [index for index, environment in enumerate(environments)
+              if environment.rollouts is not None]
+    if not rolled:
+        return []
+    problems = [Problem((*prefix, "environments", index), "a run with rollout workers steps "
+                        "every environment in them; this one has no rollouts:",
+                        "add rollouts: N here, or remove rollouts from the others")
+                for index, environment in enumerate(environments)
+                if environment.rollouts is None]
+    for index in rolled:
+        environment = environments[index]
+        mapping = environment.policy_mapping
+        acting = set(mapping.values()) if mapping else {agent.uid for agent in agents}
+        for agent in agents:
+            muscle = agent.muscle.class_ if agent.muscle is not None else ""
+            if agent.uid in acting and muscle.startswith(OPERATOR_MUSCLES):
+                problems.append(Problem(
+                    (*prefix, "environments", index, "rollouts"),
+                    f"agent '{agent.uid}' is an operator ({muscle}), which acts step by step "
+                    "through its worker process; rollout workers step learners and scripted "
+                    "muscles only", "remove rollouts"))
     return problems
 
 
@@ -1063,7 +1113,9 @@ class Experiment(ExperimentFile):
                     placement=environment.placement or placement,
                     policy_mapping=copy.deepcopy(environment.policy_mapping),
                     record_steps=environment.record_steps,
-                    copies=environment.copies,
+                    copies=(environment.copies or 1 if environment.rollouts is not None
+                            else environment.copies),
+                    rollouts=environment.rollouts,
                     vector_mode=environment.vector_mode,
                     wrappers=tuple(WrapperPlan(wrapper.class_path, copy.deepcopy(wrapper.params))
                                    for wrapper in environment.wrappers),

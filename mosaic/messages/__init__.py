@@ -69,6 +69,14 @@ from mosaic.messages.experiment import (
 )
 from mosaic.messages.metric import Metric
 from mosaic.messages.relay import RunRecordsRequest, RunRecordsResponse
+from mosaic.messages.rollout import (
+    RolloutCollectRequest,
+    RolloutCollectResponse,
+    RolloutHost,
+    RolloutRunRequest,
+    RolloutRunResponse,
+    RolloutStopRequest,
+)
 from mosaic.messages.run_config import (
     AgentPlan,
     CheckpointPaths,
@@ -162,6 +170,12 @@ __all__ = [
     "Request",
     "Response",
     "ResumePoint",
+    "RolloutCollectRequest",
+    "RolloutCollectResponse",
+    "RolloutHost",
+    "RolloutRunRequest",
+    "RolloutRunResponse",
+    "RolloutStopRequest",
     "RunConfig",
     "RunRecordsRequest",
     "RunRecordsResponse",

@@ -8,6 +8,7 @@ from typing import Any
 from mosaic.messages._base import Record, Request, Response
 from mosaic.messages.common import ActuatorSpec, SensorSpec
 from mosaic.messages.metric import Metric
+from mosaic.messages.rollout import RolloutHost
 from mosaic.messages.run_config import AgentPlan, CheckpointPaths, ComponentSpec, SelfPlayPlan
 
 __all__ = [
@@ -35,6 +36,8 @@ class MusclePlan(Record):
     """One muscle of an agent: the environment it acts in, its slots there, and its seed.
 
     ``copies`` is the number of copies of a vector environment (0: one environment).
+    ``host``: the rollout worker that hosts the muscle (``None``: the agent conductor places
+    it).
     """
 
     environment: str
@@ -42,6 +45,7 @@ class MusclePlan(Record):
     actuators: tuple[ActuatorSpec, ...]
     seed: int
     copies: int = 0
+    host: RolloutHost | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +82,8 @@ class BrainSetupRequest(Request):
     ``checkpoints`` says where the brain saves its state at the end of the phase, and what it
     loads before it starts (``None``: neither). ``observers`` (muscles of self-play agents) may
     ask it for snapshots (:class:`BrainSyncRequest`) but are not served: the brain stops once
-    ``muscles`` have shut down.
+    ``muscles`` have shut down. ``groups``: the muscles of rollout workers whose experience the
+    brain learns from in rounds, each group in its order (:mod:`mosaic.actors.rounds`).
     """
 
     agent_uid: str
@@ -91,6 +96,7 @@ class BrainSetupRequest(Request):
     muscles: tuple[str, ...]
     checkpoints: CheckpointPaths | None = None
     observers: tuple[str, ...] = ()
+    groups: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,11 +25,13 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class EnvironmentSetupRequest(Request):
-    """SimulationController -> EnvironmentConductor: create an env actor at ``placement``."""
+    """SimulationController -> EnvironmentConductor: create an env actor at ``placement``
+    (with ``rollout``, a rollout worker of uid ``environment_uid``)."""
 
     run_uid: str
     environment_uid: str
     placement: str
+    rollout: bool = False
 
 
 @dataclass(frozen=True, slots=True)

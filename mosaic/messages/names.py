@@ -10,3 +10,8 @@ AGENT_CONDUCTOR = "agent-conductor"
 def muscle_uid(agent: str, environment: str) -> str:
     """The uid of ``agent``'s muscle in ``environment``."""
     return f"{agent}@{environment}"
+
+
+def rollout_uid(environment: str, worker: int) -> str:
+    """The uid of rollout worker ``worker`` (from 0) of ``environment``."""
+    return f"{environment}/rollout-{worker}"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mosaic.messages._base import Record
+from mosaic.messages.names import rollout_uid
 
 __all__ = [
     "AgentPlan",
@@ -121,8 +122,9 @@ class EnvironmentPlan(Record):
     ``record_steps`` is the environment's own setting, ``None`` for the run's (see
     :meth:`RunConfig.records`); ``copies`` (``None``: one environment) and ``vector_mode``
     say how many copies step together in one vector environment, and how it holds them;
-    ``wrappers`` wrap the environment (each copy), innermost first; ``store_info`` names the
-    info keys stored with each step.
+    ``rollouts`` (``None``: the per-step loop) how many rollout workers step ``copies`` copies
+    each where they are placed; ``wrappers`` wrap the environment (each copy), innermost
+    first; ``store_info`` names the info keys stored with each step.
     """
 
     uid: str
@@ -136,6 +138,11 @@ class EnvironmentPlan(Record):
     vector_mode: VectorMode = "sync"
     wrappers: tuple[WrapperPlan, ...] = ()
     store_info: tuple[str, ...] = ()
+    rollouts: int | None = None
+
+    def rollout_workers(self) -> list[str]:
+        """The uids of the environment's rollout workers (none without ``rollouts``)."""
+        return [rollout_uid(self.uid, worker) for worker in range(self.rollouts or 0)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,8 +268,9 @@ class RunConfig(Record):
         return found
 
     def component_count(self) -> int:
-        """How many components the run sets up: each environment, and each brain and muscle."""
-        return len(self.environments) + 2 * len(self.agents)
+        """How many components the run sets up: each environment (or rollout worker), and
+        each brain and muscle."""
+        return (sum(env.rollouts or 1 for env in self.environments) + 2 * len(self.agents))
 
     def to_dict(self) -> dict[str, Any]:
         """The configuration as plain data (str, int, float, bool, None, lists and dicts).

@@ -43,19 +43,22 @@ class CopyEpisodes(Episodes):
     """The episode loop of ``copies`` copies of an environment with one slot (see the module).
 
     ``reseeds``: whether the environment seeds every episode of every copy with the seeds it
-    is sent (else it seeds them all once, at the first reset).
+    is sent (else it seeds them all once, at the first reset). ``first_copy``: the number of
+    the first copy among the environment's, for copies stepped apart (a rollout worker's):
+    seeds and records number the copies from it.
     """
 
     expects = VectorStepResponse
 
     def __init__(self, index: int, uid: str, mapping: dict[str, str], ledger: Ledger,
                  schedule: Schedule, recording: Recording, ask: AskBatch, slot: str,
-                 copies: int, reseeds: bool) -> None:
+                 copies: int, reseeds: bool, first_copy: int = 0) -> None:
         super().__init__(index, uid, mapping, ledger, schedule, recording)
         self._ask = ask
         self.slot = slot
         self.copies = copies
         self.reseeds = reseeds
+        self.first_copy = first_copy
         self.needs_reset = True
         self.episodes_done = 0
         self.observations: Any = None
@@ -69,9 +72,9 @@ class CopyEpisodes(Episodes):
     def request(self) -> Request:
         if not self.needs_reset:
             return VectorStepRequest(self.actions, self.next_seeds)
-        seed, index = self.schedule.seed, self.index
+        seed, index, first = self.schedule.seed, self.index, self.first_copy
         for copy in range(self.copies):
-            self.next_seeds[copy] = episode_seed(seed, index, 0, copy)
+            self.next_seeds[copy] = episode_seed(seed, index, 0, first + copy)
         return VectorResetRequest(self.next_seeds)
 
     def accept(self, reply: Response) -> None:
@@ -90,7 +93,7 @@ class CopyEpisodes(Episodes):
                 self.seeds[copy] = self.next_seeds[copy]
                 if reseeds:
                     self.next_seeds[copy] = episode_seed(seed, index, int(self.episode[copy]) + 1,
-                                                         copy)
+                                                         self.first_copy + copy)
         self.observations = outcome.observations
         agent, answer = self._ask(AgentBatchRequest(outcome))
         self.actions = answer.actions
@@ -120,7 +123,7 @@ class CopyEpisodes(Episodes):
                 rows.append((run_id, self.uid, int(self.episode[copy]), int(self.step[copy]),
                              agent, slot, row(self.observations, copy), row(self.actions, copy),
                              float(rewards[copy]), bool(terminated[copy]),
-                             bool(truncated[copy]), copy, stored))
+                             bool(truncated[copy]), self.first_copy + copy, stored))
         self.step += acted
         ended = (terminated | truncated) & acted
         for copy in ended.nonzero()[0].tolist():
@@ -139,7 +142,7 @@ class CopyEpisodes(Episodes):
             seed = int(self.seeds[copy]) if self.reseeds else None
             ledger.record_episode(ledger.run_id, self.uid, int(self.episode[copy]),
                                   int(self.step[copy]), total, {self.slot: total}, terminated,
-                                  truncated, seed, copy, chain=chain)
+                                  truncated, seed, self.first_copy + copy, chain=chain)
         self.episode[copy] += 1
         self.episodes_done += 1
         if self.episodes_done >= self.schedule.episodes:

@@ -61,6 +61,7 @@ from mosaic.orchestration.episodes import Episodes, Recording, Schedule
 from mosaic.orchestration.ledger import Ledger
 from mosaic.orchestration.part_links import PartLinks
 from mosaic.orchestration.player_episodes import PlayerEpisodes
+from mosaic.orchestration.rollouts import Rollout, RolloutSet, Worker, shares
 from mosaic.orchestration.termination import Termination
 from mosaic.runtime.component import Component, handles
 from mosaic.runtime.setup_wait import CEILING, SetupWait
@@ -144,6 +145,7 @@ class SimulationController(Component):
                               config.resume.digest if config.resume is not None else "",
                               self._hand_over_rows,
                               store.record_episode if store is not None else None, ctx.run_uid)
+        self._rollouts = RolloutSet(ctx, self._ledger)
         self._next_supervision = 0.0
         self._muscles_shut_down = False
         self._links = PartLinks(self, ctx, self._given_up)
@@ -182,20 +184,34 @@ class SimulationController(Component):
         # seed comes from a position in the file, so nothing here depends on timing.
         placing = [(env, environment_conductor.send(
             EnvironmentSetupRequest(ctx.run_uid, env.uid, env.placement)))
-            for env in config.environments]
+            for env in config.environments if not env.rollouts]
+        placing_workers = [(env, uid, environment_conductor.send(
+            EnvironmentSetupRequest(ctx.run_uid, uid, env.placement, rollout=True)))
+            for env in config.environments for uid in env.rollout_workers()]
         starting = []
         # A conductor's answer waits on its components' set-up, which it gives up on itself:
         # as much as a set-up that keeps making progress may take (see setup_wait) is a backstop.
-        for index, (env, correlation_id) in enumerate(placing):
+        for env, correlation_id in placing:
             setup = environment_conductor.receive(correlation_id, timeout * CEILING,
                                                   EnvironmentSetupResponse, check)
-            client = self._links.link(env.uid, setup.endpoint, f"environment {env.uid!r}")
-            starting.append((index, env, client, client.send(
+            starting.append((env, env.uid, setup.endpoint))
+        for env, uid, correlation_id in placing_workers:
+            setup = environment_conductor.receive(correlation_id, timeout * CEILING,
+                                                  EnvironmentSetupResponse, check)
+            starting.append((env, uid, setup.endpoint))
+        index_of = {env.uid: index for index, env in enumerate(config.environments)}
+        started_at = []
+        for env, uid, endpoint in starting:
+            index = index_of[env.uid]
+            kind = "rollout worker" if env.rollouts else "environment"
+            client = self._links.link(uid, endpoint, f"{kind} {uid!r}")
+            started_at.append((index, env, uid, endpoint, client, client.send(
                 EnvironmentStartRequest(env.uid, env.env, env.params,
                                         environment_seed(seed, index), env.copies,
                                         env.vector_mode, self._schedule.max_steps, env.wrappers))))
-        for index, env, client, correlation_id in starting:
-            placed = ctx.supervisor.find(env.uid)
+        rollouts: dict[str, Rollout] = {}
+        for index, env, uid, endpoint, client, correlation_id in started_at:
+            placed = ctx.supervisor.find(uid)
             wait = (placed.setup_wait(timeout, check, subject=client.peer) if placed is not None
                     else SetupWait(client.peer, timeout, None, check))
             started = client.receive(correlation_id, wait.budget, EnvironmentStartResponse,
@@ -203,6 +219,18 @@ class SimulationController(Component):
             mapping = _resolve_mapping(env.uid, env.policy_mapping, started.sensors, agents)
             records = config.records(env) if ctx.store is not None else "none"
             recording = Recording(records == "all", records != "none", env.store_info)
+            if env.rollouts:
+                rollout = rollouts.get(env.uid)
+                if rollout is None:
+                    rollout = rollouts[env.uid] = Rollout(index, env, mapping, started.sensors,
+                                                          started.actuators, started.copies,
+                                                          recording)
+                    self._rollouts.add(rollout)
+                number = len(rollout.workers)
+                rollout.workers.append(Worker(
+                    uid, client, endpoint, env.placement, number * started.copies,
+                    shares(self._schedule.episodes, env.rollouts)[number]))
+                continue
             links: list[_MuscleLink] = []
             core: Episodes
             if started.copies:
@@ -243,11 +271,14 @@ class SimulationController(Component):
         order = {agent.uid: index for index, agent in enumerate(config.agents)}
         for environment in self._environments:
             environment.muscles.sort(key=lambda link: order[link.agent])
-        self.ctx.progress.episodes_total = self._schedule.episodes * len(self._environments)
+        self._rollouts.run(self._schedule)
+        self.ctx.progress.episodes_total = self._schedule.episodes * len(config.environments)
 
     def _link_muscles(self, agent: str, muscles: dict[str, MusclePlan],
                       answer: AgentSetupResponse) -> None:
         for muscle_uid, endpoint in answer.muscle_endpoints.items():
+            if muscles[muscle_uid].host is not None:
+                continue  # a rollout worker's: it is asked there
             environment = next(env for env in self._environments
                                if env.core.uid == muscles[muscle_uid].environment)
             sensed = frozenset(s.uid for s in muscles[muscle_uid].sensors)
@@ -259,6 +290,8 @@ class SimulationController(Component):
         """The agent's muscles: one per environment where the policy mapping gives it slots."""
         seed = self.ctx.seed
         muscles: dict[str, MusclePlan] = {}
+        for rollout in self._rollouts.rollouts:
+            muscles.update(rollout.muscle_plans(agent_uid, agent_index, seed))
         for environment in self._environments:
             core = environment.core
             slots = {slot for slot, owner in core.mapping.items() if owner == agent_uid}
@@ -291,6 +324,12 @@ class SimulationController(Component):
             if now >= self._next_supervision:
                 self._next_supervision = now + SUPERVISION_S
                 self.ctx.supervisor.check()
+            if self._rollouts:
+                if self._rollouts.done:
+                    self._finish("finished", None)
+                else:
+                    self._rollouts.collect()
+                return
             while True:
                 active = [env for env in self._environments if not env.core.finished]
                 if not active:
@@ -416,7 +455,7 @@ class SimulationController(Component):
         if status == "failed":
             self.ctx.failed.set()
         progress = self.ctx.progress
-        self._ledger.report_position()
+        self._report_position()
         if progress.steps:
             progress.last_step_at = time.time()
         if self._governor is not None:
@@ -424,10 +463,21 @@ class SimulationController(Component):
                                                            progress.episodes, progress.steps))
 
     # -- shutdown -------------------------------------------------------------------------
+    def _report_position(self) -> None:
+        """The run's digest and position, into its progress (see Ledger.report_position); with
+        rollout workers, their digests make the run's."""
+        self._ledger.report_position()
+        if self._rollouts:
+            self.ctx.progress.digest = self._rollouts.digest()
+
     @handles(SimulationStopRequest)
     def _stop(self, request: SimulationStopRequest) -> SimulationStopResponse:
         self._running = False
         self._hand_over_rows()
+        if self._rollouts:
+            # Their muscles shut down in the workers, before the brains' conductor stops.
+            self._rollouts.stop()
+            self._report_position()
         self._shut_down_muscles()
         self._hand_over_rows()
         for env in self._environments:
@@ -453,7 +503,7 @@ class SimulationController(Component):
             return
         self._muscles_shut_down = True
         ledger = self._ledger
-        ledger.report_position()
+        self._report_position()
         for env in self._environments:
             for link in env.muscles:
                 if link.client.peer == skip:

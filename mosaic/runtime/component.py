@@ -6,7 +6,8 @@ import importlib
 import logging
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from mosaic.core.errors import MosaicError
@@ -18,11 +19,23 @@ log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=Message)
 C = TypeVar("C", bound=RequestClient)
-HandlerFn = Callable[[Any, Any], Response | None]
+HandlerFn = Callable[[Any, Any], "Response | Later | None"]
 
 
 class Interrupted(MosaicError):
     """A handler's wait was cut short because the actor is stopping."""
+
+
+@dataclass(frozen=True, slots=True)
+class Later:
+    """What a handler returns for a request it answers later, under ``key``: the host keeps the
+    request's sender, and sends the answer once the component gives it (:meth:`Component.answer`).
+
+    Only over the component's socket: a direct call (:mod:`mosaic.runtime.direct`) needs its
+    answer at once. Used by a brain that learns from its rollout workers in rounds.
+    """
+
+    key: Hashable
 
 
 def handles(*message_types: type[Message]) -> Callable[[HandlerFn], HandlerFn]:
@@ -87,6 +100,8 @@ class Component:
         self.lock = threading.Lock()
         self.stuck: str | None = None
         self._clients: list[RequestClient] = []
+        #: Answers to requests a handler put off (:class:`Later`), for the host to send.
+        self._answers: list[tuple[Hashable, Response]] = []
         self._stop_pending: Callable[[], bool] = lambda: False
         #: Bounds the log of messages nobody handles: anyone who reaches the endpoint can send them.
         self.unhandled_log = LogLimiter(log, uid, "messages without a handler dropped")
@@ -120,6 +135,16 @@ class Component:
     def request_stop(self) -> None:
         """Ask the host to stop once the current message has been answered."""
         self.stop_requested = True
+
+    def answer(self, key: Hashable, response: Response) -> None:
+        """Answer the request a handler put off under ``key`` (see :class:`Later`); the host
+        sends it once the handler or the chunk of work under way returns."""
+        self._answers.append((key, response))
+
+    def take_answers(self) -> list[tuple[Hashable, Response]]:
+        """The answers given by :meth:`answer` since the last call, in order."""
+        answers, self._answers = self._answers, []
+        return answers
 
     def accepts(self, message: Message, sender: str | None) -> bool:
         """Whether ``message`` may come from ``sender`` (the uid a client was made with by
@@ -158,7 +183,7 @@ class Component:
             client.close()
         self._clients.clear()
 
-    def dispatch(self, message: Message, sender: str | None = None) -> Response | None:
+    def dispatch(self, message: Message, sender: str | None = None) -> Response | Later | None:
         """Run the handler for ``message`` from ``sender``; a message of an unknown type, or
         one this component does not take from ``sender``, gets an :class:`ErrorResponse`."""
         name = self._handlers.get(type(message))
@@ -189,6 +214,16 @@ class Component:
                       self.uid, what, type(error).__name__, error)
             log.debug("%s: %s failed:\n%s", self.uid, what, traceback.format_exc())
         return ErrorResponse(request=what, error_type=type(error).__name__, error=str(error))
+
+
+def handle_hosted(component: Component, message: Message) -> Response | None:
+    """Run ``component``'s handler for ``message`` in this thread, with no sender check: for a
+    component hosted inside another one, which took the message from its own socket and
+    checked its sender itself. Errors of the handler propagate."""
+    name = component._handlers.get(type(message))
+    if name is None:
+        raise MosaicError(f"{component.uid} does not handle {type(message).__name__}")
+    return getattr(component, name)(message)  # type: ignore[no-any-return]
 
 
 def make_component(path: str, uid: str) -> Component:

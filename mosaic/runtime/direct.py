@@ -29,6 +29,7 @@ from typing import TypeVar
 from mosaic.core.errors import ComponentDied, RemoteError, TransportError
 from mosaic.messages import ErrorResponse, Notice, Request, Response
 from mosaic.messages.copying import detached
+from mosaic.runtime.component import Later
 from mosaic.runtime.placement import ThreadPlaced
 from mosaic.runtime.watchdog import Watchdog
 from mosaic.transport import Credentials, RequestClient
@@ -106,6 +107,10 @@ class DirectClient(RequestClient):
                     answer = component.error_answer(request, error)
                 except BaseException as error:
                     raise ComponentDied(placed.describe(), self._ended(error)) from None
+                if isinstance(answer, Later):
+                    raise TransportError(f"{self.peer} puts off its answer to "
+                                         f"{type(message).__name__}, which a direct call "
+                                         "cannot wait for")
                 answer = detached(answer)
         finally:
             watchdog.end()

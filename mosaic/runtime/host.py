@@ -10,7 +10,7 @@ import pykka
 
 from mosaic.core.affinity import pin_current_thread
 from mosaic.messages import Message, Request, Response
-from mosaic.runtime.component import Component
+from mosaic.runtime.component import Component, Later
 from mosaic.transport import RequestServer, sender_of
 
 log = logging.getLogger(__name__)
@@ -69,6 +69,8 @@ class ActorHost(pykka.ThreadingActor):
         component._stop_pending = lambda: not self.actor_inbox.empty()
         self._server: RequestServer | None = None
         self._senders: dict[bytes, str | None] = {}
+        #: Requests whose answer the component put off (Later), by their keys.
+        self._later: dict[Any, Any] = {}
         self._shut_down = False
 
     def on_start(self) -> None:
@@ -126,8 +128,12 @@ class ActorHost(pykka.ThreadingActor):
                     if len(senders) < _SENDERS_KEPT:
                         senders[peer] = sender
                 reply = handle(message, sender)
-                if reply is not None and isinstance(message, Request):
+                if isinstance(reply, Later):
+                    self._later[reply.key] = incoming
+                elif reply is not None and isinstance(message, Request):
                     reply_to(incoming, reply)
+                if component._answers:
+                    self._send_answers()
             # Asked again: the message just handled may have ended the work (a stop request
             # shuts down what the next chunk would talk to).
             if busy and component.has_work() and not component.stop_requested:
@@ -137,12 +143,25 @@ class ActorHost(pykka.ThreadingActor):
                 except Exception as error:
                     self.status.failure = f"{type(error).__name__}: {error}"
                     raise
+                if component._answers:
+                    self._send_answers()
             if component.stop_requested:
                 self.stop()
                 return
         self.actor_ref.tell(_SERVE)
 
-    def _handle(self, message: Message, sender: str | None) -> Response | None:
+    def _send_answers(self) -> None:
+        """Send the answers the component gave to requests it had put off."""
+        server = self._server
+        for key, response in self.component.take_answers():
+            incoming = self._later.pop(key, None)
+            if incoming is None:
+                log.error("%s: an answer to no request put off (%r) was dropped",
+                          self.component.uid, key)
+            elif server is not None:
+                server.reply(incoming, response)
+
+    def _handle(self, message: Message, sender: str | None) -> Response | Later | None:
         """The component's answer to ``message``; a refusal or a failure becomes an error reply."""
         component = self.component
         with component.lock:  # a direct caller in another thread takes turns with this loop

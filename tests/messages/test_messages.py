@@ -60,7 +60,7 @@ SCHEMA: dict[str, tuple[type, tuple[str, ...]]] = {
     "SimulationFinishedNotice": (Notice, ("run_uid", "status", "error", "episodes", "steps")),
     "SimulationStopRequest": (Request, ("run_uid", "reason")),
     "SimulationStopResponse": (Response, ("run_uid", "episodes", "steps", "killed")),
-    "EnvironmentSetupRequest": (Request, ("run_uid", "environment_uid", "placement")),
+    "EnvironmentSetupRequest": (Request, ("run_uid", "environment_uid", "placement", "rollout")),
     "EnvironmentSetupResponse": (Response, ("environment_uid", "endpoint")),
     "EnvironmentStartRequest": (Request, ("environment_uid", "env", "params", "seed", "copies",
                                           "vector_mode", "max_steps", "wrappers")),
@@ -84,7 +84,7 @@ SCHEMA: dict[str, tuple[type, tuple[str, ...]]] = {
     "BrainSetupRequest": (
         Request,
         ("agent_uid", "brain_uid", "brain", "sensors", "actuators", "seed", "mode", "muscles",
-         "checkpoints", "observers"),
+         "checkpoints", "observers", "groups"),
     ),
     "BrainSetupResponse": (Response, ("brain_uid",)),
     "MuscleSetupRequest": (
@@ -144,7 +144,7 @@ SCHEMA: dict[str, tuple[type, tuple[str, ...]]] = {
     # A metric a brain or muscle reported, on its replies.
     "Metric": (Record, ("source", "name", "value", "at")),
     # A run's configuration, carried by the start and set-up messages.
-    "MusclePlan": (Record, ("environment", "sensors", "actuators", "seed", "copies")),
+    "MusclePlan": (Record, ("environment", "sensors", "actuators", "seed", "copies", "host")),
     "ComponentSpec": (Record, ("class_path", "params")),
     "LoadSpec": (Record, ("phase", "agent", "run", "experiment")),
     "CheckpointPaths": (Record, ("save", "load")),
@@ -153,7 +153,7 @@ SCHEMA: dict[str, tuple[type, tuple[str, ...]]] = {
     "ResumePoint": (Record, ("digest", "positions")),
     "EnvironmentPlan": (Record, ("uid", "env", "kind", "params", "placement", "policy_mapping",
                                  "record_steps", "copies", "vector_mode", "wrappers",
-                                 "store_info")),
+                                 "store_info", "rollouts")),
     "WrapperPlan": (Record, ("class_path", "params")),
     "AgentPlan": (Record, ("uid", "brain", "muscle", "brain_placement", "muscle_placement",
                            "load", "checkpoint_every", "checkpoints", "self_play")),
@@ -168,6 +168,15 @@ SCHEMA: dict[str, tuple[type, tuple[str, ...]]] = {
     "RayRequest": (Record, ("cpus", "resources")),
     "RunRecordsRequest": (Request, ("run_uid", "node", "records", "progress")),
     "RunRecordsResponse": (Response, ("run_uid", "cancel")),
+    "RolloutHost": (Record, ("worker", "endpoint", "placement", "group")),
+    "RolloutRunRequest": (Request, ("environment_uid", "run_id", "seed", "index", "first_copy",
+                                    "episodes", "max_steps", "agent_uid", "steps",
+                                    "episodes_recorded", "store_info")),
+    "RolloutRunResponse": (Response, ("worker",)),
+    "RolloutCollectRequest": (Request, ("worker",)),
+    "RolloutStopRequest": (Request, ("worker",)),
+    "RolloutCollectResponse": (Response, ("worker", "records", "steps", "returns", "finished",
+                                          "digest")),
 }
 
 MOSAIC_CLASSES = {
