@@ -372,3 +372,23 @@ def test_a_run_whose_node_died_is_run_again_under_max_failures(
     [(reason,)] = query(store, "SELECT reason FROM transitions WHERE to_state = 'resumed'")
     assert reason.startswith("attempt 2 of 2 after: ") and "Ray" in reason, reason
     assert query(store, "SELECT count(*) FROM steps") == query(store, "SELECT sum(steps) FROM runs")
+
+
+def test_rollout_workers_on_the_second_node_keep_the_digest_of_workers_in_threads(
+        tmp_path: Path, cluster: ray_cluster.Cluster) -> None:
+    # Point 0 has its two rollout workers in the run's threads, point 1 on the second node.
+    path = _experiment(tmp_path, episodes=20, runs=1, extra=(
+        "sweep:\n  grid:\n    environments.0.placement: [thread, ray]\n"
+        "    environments.0.rollouts: [2]\n    environments.0.copies: [3]\n"))
+    proc = _start(cluster, "experiment-start", str(path), "--ray", cluster.address)
+    _, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err
+    store = tmp_path / "results.sqlite"
+    rows = query(store, "SELECT run_index, status, digest, steps, episodes FROM runs "
+                        "ORDER BY run_index")
+    assert [row[1] for row in rows] == ["finished", "finished"], rows
+    assert rows[0][2:] == rows[1][2:] and rows[0][4] == 20
+    assert query(store, "SELECT DISTINCT copy FROM episodes ORDER BY copy") == [
+        (copy,) for copy in range(6)]
+    assert_store_consistent(store)
+    assert cluster.second_node in _nodes(tmp_path)

@@ -551,3 +551,50 @@ class TestEvaluation:
         [problem] = caught.value.problems
         assert problem.location == location
         assert says in str(caught.value)
+
+
+class TestRollouts:
+    """``rollouts:`` on an environment entry: what it takes, what it refuses, and why."""
+
+    ROLLED = MINIMAL.replace("env: gymnasium:CartPole-v1",
+                             "env: gymnasium:CartPole-v1\n    rollouts: 2")
+
+    def test_each_worker_gets_one_copy_unless_the_entry_says_more(
+            self, write: Callable[[str], Path]) -> None:
+        [plan] = load_experiment(write(self.ROLLED)).run_config(0).environments
+        assert (plan.rollouts, plan.copies) == (2, 1)
+        assert plan.rollout_workers() == ["cartpole/rollout-0", "cartpole/rollout-1"]
+        text = self.ROLLED.replace("rollouts: 2", "rollouts: 2\n    copies: 8")
+        [plan] = load_experiment(write(text)).run_config(0).environments
+        assert (plan.rollouts, plan.copies) == (2, 8)
+
+    @pytest.mark.parametrize("text, location, says", [
+        (ROLLED.replace("rollouts: 2", "rollouts: 0"), "environments[0].rollouts",
+         "from 1 to 256"),
+        (ROLLED + "evaluate_every: 5\n", "evaluate_every", "copies: or rollouts:"),
+        (ROLLED.replace("mosaic.agents:RandomMuscle",
+                        "{class: mosaic.operators:OperatorMuscle, "
+                        "params: {operator: {class: random}}}"),
+         "environments[0].rollouts", "is an operator"),
+        (ROLLED.replace("\nagents:", """
+  - uid: other
+    env: gymnasium:CartPole-v1
+agents:"""), "environments[1]", "steps every environment in them"),
+        ("""\
+uid: rps
+environments:
+  - uid: rps
+    env: pettingzoo:classic.rps_v2
+    rollouts: 2
+agents:
+  - uid: random
+    muscle: mosaic.agents:RandomMuscle
+""", "environments[0].rollouts", "takes Gymnasium environments"),
+    ])
+    def test_what_rollouts_refuse_is_named_with_the_key(
+            self, write: Callable[[str], Path], text: str, location: str, says: str) -> None:
+        with pytest.raises(ConfigError) as caught:
+            load_experiment(write(text))
+        locations = [problem.location for problem in caught.value.problems]
+        assert location in locations, caught.value
+        assert says in str(caught.value)
