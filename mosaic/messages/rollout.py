@@ -81,7 +81,9 @@ class RolloutCollectResponse(Response):
     """Rollout worker -> SimulationController: the records since the last collect, in order,
     each ``(kind, args)`` of the store writer's ``record_<kind>`` (steps, episode, metrics);
     the steps taken and the returns of the episodes ended meanwhile, in order; whether its
-    episodes are done (``finished``, with the ``digest`` of its trajectories)."""
+    episodes are done (``finished``, with the ``digest`` of its trajectories); ``error``: why it
+    stopped stepping before they were (its environment or muscle raised), ``None`` if it did
+    not."""
 
     worker: str
     records: tuple[Any, ...]
@@ -89,3 +91,4 @@ class RolloutCollectResponse(Response):
     returns: tuple[float, ...]
     finished: bool
     digest: str = ""
+    error: str | None = None

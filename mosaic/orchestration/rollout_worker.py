@@ -85,6 +85,8 @@ class RolloutWorker(Component):
         self._uncollected = 0
         self._steps_reported = 0
         self._muscle_done = False
+        #: Why the worker stopped stepping before its episodes were done (None: it did not).
+        self.failure: str | None = None
 
     def accepts(self, message: Message, sender: str | None) -> bool:
         if isinstance(message, MuscleSetupRequest):
@@ -150,13 +152,29 @@ class RolloutWorker(Component):
             return
         deadline = time.perf_counter() + WORK_CHUNK_S
         step = self._step_environment
-        while not core.finished:
-            core.advance(step)
-            if time.perf_counter() >= deadline:
-                break
+        try:
+            while not core.finished:
+                core.advance(step)
+                if time.perf_counter() >= deadline:
+                    break
+        except Exception as error:  # the environment's or the muscle's: the run fails with it
+            self._fail(error)
         self._hand_over()
         if core.finished:
             self._retire_muscle()
+
+    def _fail(self, error: Exception) -> None:
+        """Stop stepping for ``error``, which the next chunk reports to the controller (the
+        run fails naming this worker); the muscle leaves its brain's rounds."""
+        self.failure = f"{type(error).__name__}: {error}"
+        log.error("%s: %s (log level DEBUG shows the traceback)", self.uid, self.failure)
+        log.debug("%s failed", self.uid, exc_info=True)
+        if self._core is not None:
+            self._core.finished = True
+        try:
+            self._retire_muscle()
+        except Exception as also:
+            log.warning("%s: its muscle did not shut down: %s", self.uid, also)
 
     def _step_environment(self, request: Request) -> Response:
         # A copy, as a reply over the wire would be: the muscle may keep what it is given,
@@ -221,7 +239,8 @@ class RolloutWorker(Component):
         core = self._core
         if core is not None:
             core.finished = True
-        self._retire_muscle()
+        if self.failure is None:
+            self._retire_muscle()
         return self._chunk()
 
     def _chunk(self) -> RolloutCollectResponse:
@@ -231,7 +250,7 @@ class RolloutWorker(Component):
         records, self._records = tuple(self._records), []
         self._uncollected = 0
         if ledger is None or core is None:
-            return RolloutCollectResponse(self.uid, records, 0, (), False)
+            return RolloutCollectResponse(self.uid, records, 0, (), False, "", self.failure)
         progress = ledger.progress
         steps = progress.steps - self._steps_reported
         self._steps_reported = progress.steps
@@ -241,7 +260,8 @@ class RolloutWorker(Component):
         if finished:
             ledger.report_position()
             digest = progress.digest or ""
-        return RolloutCollectResponse(self.uid, records, steps, returns, finished, digest)
+        return RolloutCollectResponse(self.uid, records, steps, returns, finished, digest,
+                                      self.failure)
 
     def on_shutdown(self) -> None:
         muscle = self._muscle

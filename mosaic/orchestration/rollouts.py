@@ -165,7 +165,9 @@ class RolloutSet:
         for rollout, worker, correlation_id in sent:
             answer = worker.client.receive(correlation_id, ctx.timeouts.step,
                                            RolloutCollectResponse, ctx.check)
-            self._take(rollout, worker, answer)
+            error = self._take(rollout, worker, answer)
+            if error is not None:
+                raise MosaicError(f"rollout {worker.uid!r}: {error}")
 
     def stop(self) -> None:
         """Stop every worker that serves (all asked before any answer is awaited) and take
@@ -185,8 +187,10 @@ class RolloutSet:
                 continue
             self._take(rollout, worker, answer)
 
-    def _take(self, rollout: Rollout, worker: Worker, answer: RolloutCollectResponse) -> None:
-        """Hand ``answer``'s records to the store and count its steps and episodes."""
+    def _take(self, rollout: Rollout, worker: Worker,
+              answer: RolloutCollectResponse) -> str | None:
+        """Hand ``answer``'s records to the store and count its steps and episodes; return why
+        the worker stopped stepping early, if it did."""
         store, ledger = self.ctx.store, self.ledger
         if store is not None:
             for kind, args in answer.records:
@@ -203,6 +207,7 @@ class RolloutSet:
         if answer.finished:
             worker.finished = True
             worker.digest = answer.digest
+        return answer.error
 
     def digest(self) -> str:
         """The run's digest (see the module)."""

@@ -173,3 +173,48 @@ def test_a_rollout_run_killed_with_its_command_resumes_to_the_same_digest(
     [row] = query(store, "SELECT status, episodes, steps, digest FROM runs")
     assert row == expected
     assert_store_consistent(store)
+
+
+def test_a_killed_worker_is_run_again_under_max_failures(tmp_path: Path,
+                                                         process_tag: str) -> None:
+    path = experiment(tmp_path, "retried", placement="process", episodes=4000,
+                      extra="    executor: {max_failures: 1}\n")
+    store = tmp_path / "retried.sqlite"
+    proc = start_mosaic("experiment-start", str(path), "--store", str(store), "-q")
+    try:
+        wait_for_steps(store, proc, minimum=200)
+        pid = component_pid(proc.pid, "rollout", "cartpole/rollout-1")
+        assert pid is not None, "no process for rollout worker 1"
+        os.kill(pid, signal.SIGKILL)
+        proc.wait(timeout=120)
+    finally:
+        stderr = finish(proc)
+    assert proc.returncode == 0, stderr
+    [(status, episodes)] = query(store, "SELECT status, episodes FROM runs")
+    assert (status, episodes) == ("finished", 4000)
+    [(reason,)] = query(store, "SELECT reason FROM transitions WHERE to_state = 'resumed'")
+    assert "rollout 'cartpole/rollout-1'" in reason and "killed by SIGKILL" in reason, reason
+    assert_store_consistent(store)
+
+
+def test_an_environment_that_raises_in_a_worker_fails_the_run_naming_both(
+        tmp_path: Path) -> None:
+    path = write_experiment(tmp_path, """\
+        uid: raising
+        episodes: 1000
+        environments:
+          - uid: cartpole
+            env: tests.fixtures.envs:RaisingCartPole
+            params: {fail_at: 40}
+            rollouts: 2
+        agents:
+          - uid: random
+            muscle: mosaic.agents:RandomMuscle
+        """)
+    store = tmp_path / "raising.sqlite"
+    done = run_mosaic("experiment-start", str(path), "--store", str(store), "-q", timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    [(status, error)] = query(store, "SELECT status, error FROM runs")
+    assert status == "failed"
+    assert "rollout 'cartpole/rollout-" in error and "broken at step 40" in error, error

@@ -176,7 +176,7 @@ SCHEMA: dict[str, tuple[type, tuple[str, ...]]] = {
     "RolloutCollectRequest": (Request, ("worker",)),
     "RolloutStopRequest": (Request, ("worker",)),
     "RolloutCollectResponse": (Response, ("worker", "records", "steps", "returns", "finished",
-                                          "digest")),
+                                          "digest", "error")),
 }
 
 MOSAIC_CLASSES = {
