@@ -11,10 +11,21 @@ from types import ModuleType
 
 from mosaic.core.errors import MissingExtra
 
-__all__ = ["RESULTS", "require"]
+__all__ = ["GAMES", "RESULTS", "extra_for", "require"]
 
 #: The extra with the packages that turn a store into tables, files and plots.
 RESULTS = "results"
+#: The extra with what PettingZoo's classic games import (pygame).
+GAMES = "games"
+
+#: Top-level modules that third-party code imports and a mosaic extra installs.
+_EXTRA_OF = {"pygame": GAMES, "pandas": RESULTS, "pyarrow": RESULTS, "matplotlib": RESULTS,
+             "psycopg": "postgres", "ray": "ray", "torch": "torch"}
+
+
+def extra_for(module: str) -> str | None:
+    """The mosaic extra that installs the top-level package of ``module``, if one does."""
+    return _EXTRA_OF.get(module.partition(".")[0])
 
 
 def require(module: str, purpose: str, extra: str = RESULTS) -> ModuleType:

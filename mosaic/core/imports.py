@@ -32,6 +32,7 @@ import sys
 from typing import Any, Literal
 
 from mosaic.core.errors import MissingExtra
+from mosaic.core.extras import extra_for
 
 __all__ = [
     "EnvKind",
@@ -135,10 +136,13 @@ def import_module(name: str, path: str | None = None) -> Any:
             raise ImportPathError(
                 shown, f"no module named '{missing}'", _SYS_PATH_HINT, reason="missing"
             ) from error
+        extra = extra_for(missing) if missing else None
         raise ImportPathError(
             shown,
             f"importing module '{name}' failed: {error}",
-            f"the module needs '{missing}', which is not installed" if missing else "",
+            (f"the module needs '{missing}', which is not installed: "
+             f"pip install 'mosaic[{extra}]'") if extra is not None
+            else f"the module needs '{missing}', which is not installed" if missing else "",
         ) from error
     except MissingExtra as error:  # an optional part of mosaic, without its extra
         raise ImportPathError(shown, str(error), reason="missing") from error  # names the extra

@@ -598,3 +598,25 @@ agents:
         locations = [problem.location for problem in caught.value.problems]
         assert location in locations, caught.value
         assert says in str(caught.value)
+
+
+def test_a_classic_game_without_pygame_names_the_extra_that_installs_it(
+        write: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    # As on a slim install (pip install mosaic): pygame comes with the games extra.
+    for name in [name for name in sys.modules if name.startswith("pettingzoo.classic")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "pygame", None)
+    with pytest.raises(ConfigError) as caught:
+        load_experiment(write("""\
+            uid: board
+            environments:
+              - uid: board
+                env: pettingzoo:classic.tictactoe_v3
+            agents:
+              - uid: random
+                muscle: mosaic.agents:RandomMuscle
+            """))
+    [problem] = caught.value.problems
+    assert problem.location == "environments[0].env"
+    assert "needs 'pygame'" in str(caught.value)
+    assert "pip install 'mosaic[games]'" in str(caught.value)
