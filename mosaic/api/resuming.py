@@ -13,6 +13,7 @@ import yaml
 
 from mosaic.core.errors import ConfigError, MosaicError
 from mosaic.experiment import Experiment
+from mosaic.experiment.schema import OVERRIDES_MARK
 from mosaic.orchestration.executor import run_uids
 from mosaic.store import StoreWriter
 from mosaic.store.resume import StoredExperiment, file_hash
@@ -42,7 +43,7 @@ def plan_resume(experiment: Experiment, writer: StoreWriter) -> StoredExperiment
                               f"{experiment.uid!r} that can be resumed")
     source = str(experiment.source)
     try:
-        text = experiment.source.read_text(encoding="utf-8")
+        text = experiment.recorded_text()
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(source, "", f"cannot be read again: {error}") from None
     if file_hash(text) != stored.hash:
@@ -70,12 +71,23 @@ def changes(old: str, new: str) -> list[str]:
         return ["its text differs"]
     found: list[str] = []
     _diff(before, after, "", found)
+    set_before, set_after = _overrides_in(old), _overrides_in(new)
+    if set_before != set_after:
+        found.append(f"the overrides (--set) were {', '.join(set_before) or 'none'}, now "
+                     f"{', '.join(set_after) or 'none'}")
     if not found:
         return ["its text differs (comments or layout only)"]
     shown = found[:_SHOWN_CHANGES]
     if len(found) > _SHOWN_CHANGES:
         shown.append(f"and {len(found) - _SHOWN_CHANGES} more")
     return shown
+
+
+def _overrides_in(text: str) -> list[str]:
+    """The overrides an experiment's recorded text lists (see Experiment.recorded_text)."""
+    _, mark, listed = text.partition(OVERRIDES_MARK)
+    return [line.strip("# ").strip() for line in listed.splitlines() if line.strip()] if mark \
+        else []
 
 
 def _diff(before: Any, after: Any, path: str, found: list[str]) -> None:

@@ -16,7 +16,7 @@ from mosaic.orchestration.executor import RunResult
 __all__ = ["run"]
 
 # What an Experiment holds beyond the file's keys: not data to override.
-_RESOLVED = {"source", "store_path", "store_url", "curve_keys_dir", "points"}
+_RESOLVED = {"source", "store_path", "store_url", "curve_keys_dir", "points", "overrides"}
 
 
 def run(experiment: str | os.PathLike[str] | Experiment | Mapping[str, Any], /, *,
@@ -86,7 +86,9 @@ def _experiment(experiment: str | os.PathLike[str] | Experiment | Mapping[str, A
         if not overrides:
             return experiment
         data = experiment.model_dump(by_alias=True, exclude_unset=True, exclude=_RESOLVED)
-        changed = experiment_from_data(data, source=experiment.source, overrides=overrides)
+        # Those set before hold in data already; set again, they stay on the record.
+        changed = experiment_from_data(data, source=experiment.source,
+                                       overrides={**experiment.overrides, **overrides})
         if any(path.split(".")[0] == "store" for path in overrides):
             return changed
         # The store it was loaded with (a --store-like override included) stays.

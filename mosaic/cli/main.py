@@ -52,14 +52,46 @@ def _exit_now(signum: int, frame: FrameType | None) -> None:
     os._exit(EXIT_SIGNAL[signum])
 
 
-def _load(path: str, store: str | None = None):  # type: ignore[no-untyped-def]
+def _load(path: str, store: str | None = None,  # type: ignore[no-untyped-def]
+          settings: tuple[str, ...] = ()):
     from mosaic.core.errors import ConfigError
     from mosaic.experiment import load_experiment
 
     try:
-        return load_experiment(path, store_override=store)
+        return load_experiment(path, store_override=store, overrides=_overrides(path, settings))
     except ConfigError as error:
         exit_with_error(error, EXIT_BAD_INPUT)
+
+
+def _overrides(path: str, settings: tuple[str, ...]) -> dict[str, Any]:
+    """The ``--set KEY=VALUE`` options as overrides: each VALUE read as YAML (``5`` a number,
+    ``[1, 2]`` a list, ``{path: x}`` a mapping, ``null``, text otherwise); a later one of the
+    same KEY wins. Raises ConfigError for a setting without ``=`` or a VALUE that is not YAML."""
+    import yaml
+
+    from mosaic.core.errors import ConfigError
+
+    overrides: dict[str, Any] = {}
+    for setting in settings:
+        key, equals, text = setting.partition("=")
+        key = key.strip()
+        if not equals or not key:
+            raise ConfigError(path, "", f"--set {setting!r}: expected KEY=VALUE",
+                              "name a key path and its value, e.g. --set episodes=5 or "
+                              "--set agents.0.params.learning_rate=0.01")
+        try:
+            overrides[key] = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            problem = getattr(error, "problem", None) or "not YAML"
+            raise ConfigError(path, key, f"--set {setting!r}: the value is not YAML: {problem}",
+                              "quote text that YAML reads otherwise, e.g. --set "
+                              "'uid=\"a: b\"'") from None
+    return overrides
+
+
+SET_HELP = ("Set KEY (a key path: episodes, agents.0.params.learning_rate, "
+            "environments.0.copies) to VALUE (read as YAML) over the file; repeatable. "
+            "--resume takes the same settings.")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -82,18 +114,21 @@ def cli() -> None:
 @click.option("--resume", is_flag=True, help="Continue the experiment of FILE recorded in the "
               "store: runs that finished are not run again, every other continues in its own "
               "row (the file must be unchanged).")
+@click.option("--set", "settings", metavar="KEY=VALUE", multiple=True,
+              help=SET_HELP)
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars and no summary table.")
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
 @click.option("--timings", metavar="FILE", hidden=True,
               help="Write first/last step wall-clock times as JSON (for benchmarks).")
 def experiment_start(file: str, store: str | None, jobs: int | None, ray: str | None,
-                     resume: bool, quiet: bool, verbose: int, timings: str | None) -> None:
+                     resume: bool, settings: tuple[str, ...], quiet: bool, verbose: int,
+                     timings: str | None) -> None:
     """Run the experiment in FILE and record every step."""
     configure_logging(logging.WARNING - 10 * min(verbose, 2))
     from mosaic.cli.processes import keep_command_zygote, start_command_zygote
 
     start_command_zygote(file, ray)  # it imports while this process goes on
-    experiment = _load(file, store)
+    experiment = _load(file, store, settings)
     keep_command_zygote(experiment)
     from mosaic.api.execution import execute, join_cluster, open_results
     from mosaic.api.progress import ProgressDisplay
@@ -178,13 +213,14 @@ def _fallbacks(store: Any, results: list[Any]) -> dict[str, tuple[int, float]]:
 
 @cli.command("experiment-check")
 @click.argument("file", type=click.Path(dir_okay=False))
-def experiment_check(file: str) -> None:
+@click.option("--set", "settings", metavar="KEY=VALUE", multiple=True, help=SET_HELP)
+def experiment_check(file: str, settings: tuple[str, ...]) -> None:
     """Validate FILE without running it (each environment is built once, then closed)."""
     from mosaic.core.errors import ConfigError
     from mosaic.experiment import check_experiment
 
     try:
-        experiment = check_experiment(file)
+        experiment = check_experiment(file, overrides=_overrides(file, settings))
     except ConfigError as error:
         exit_with_error(error, EXIT_BAD_INPUT)
     sweep = f" ({len(experiment.points)} sweep points x {experiment.runs} seed(s))" if (

@@ -97,7 +97,8 @@ def load_experiment(
 
 
 def check_experiment(path: str | os.PathLike[str], *,
-                     store_override: str | None = None) -> Experiment:
+                     store_override: str | None = None,
+                     overrides: Mapping[str, Any] | None = None) -> Experiment:
     """:func:`load_experiment`, then build every environment once to check what only building
     tells (:func:`mosaic.experiment.probe.probe_environments`): that it builds and takes its
     ``wrappers``, and that mosaic's codec carries its spaces.
@@ -110,7 +111,7 @@ def check_experiment(path: str | os.PathLike[str], *,
     shown = os.fspath(path)
     document = read_document(shown, _EXPERIMENT)
     source = Path(shown).expanduser().resolve()
-    experiment = _build(shown, document, source, store_override, None)
+    experiment = _build(shown, document, source, store_override, overrides)
     problems = probe_environments(experiment)
     if problems:
         raise config_error(shown, problems, document.positions)
@@ -180,7 +181,8 @@ def _build(shown: str, document: Document, source: Path, store_override: str | N
     curve_keys_dir = _curve_keys_dir(model, source, shown, positions)
     fields = {name: getattr(model, name) for name in ExperimentFile.model_fields}
     experiment = Experiment.model_validate({**fields, "source": source, **where,
-                                            "curve_keys_dir": curve_keys_dir, "points": points})
+                                            "curve_keys_dir": curve_keys_dir, "points": points,
+                                            "overrides": dict(overrides or {})})
     if experiment.run_count > MAX_RUNS:
         raise ConfigError(shown, "sweep", f"{len(points)} points x {model.runs} runs make "
                           f"{experiment.run_count:,} runs, more than {MAX_RUNS:,}",

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, cast
 
 import numpy as np
+import yaml
 from pydantic import (
     AfterValidator,
     BeforeValidator,
@@ -967,6 +968,16 @@ class SweepPoint(StrictModel):
     settings: ExperimentFile
 
 
+#: The line after which :meth:`Experiment.recorded_text` lists the overrides.
+OVERRIDES_MARK = "# set over the file (--set):"
+
+
+def _flow(value: Any) -> str:
+    """``value`` as one line of YAML (flow style)."""
+    return yaml.safe_dump(value, default_flow_style=True, width=10**6).strip().removesuffix(
+        "\n...").strip()
+
+
 class Experiment(ExperimentFile):
     """A validated experiment, ready to run; frozen.
 
@@ -974,7 +985,8 @@ class Experiment(ExperimentFile):
     store resolved as :func:`~mosaic.experiment.load_experiment` documents, as ``store_path``
     (a SQLite file) or ``store_url`` (a database's URL, password included), exactly one of the
     two, ``curve_keys_dir``, the key folder of ``curve_keys`` (absolute, its keys checked) or
-    ``None``, and ``points``, the points of its ``sweep`` (none without one). Build it with
+    ``None``, ``points``, the points of its ``sweep`` (none without one), and ``overrides``, the
+    key paths set over the file (``--set``, or ``mosaic.run``'s keywords). Build it with
     :func:`~mosaic.experiment.load_experiment`.
 
     Runs are numbered from 0 to :attr:`run_count` - 1: run ``i`` is point ``i // runs`` of the
@@ -986,6 +998,7 @@ class Experiment(ExperimentFile):
     store_url: str | None = None
     curve_keys_dir: Path | None = None
     points: tuple[SweepPoint, ...] = ()
+    overrides: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def run_count(self) -> int:
@@ -997,6 +1010,16 @@ class Experiment(ExperimentFile):
         if (self.store_path is None) == (self.store_url is None):
             raise ValueError("an experiment has exactly one of store_path and store_url")
         return self
+
+    def recorded_text(self) -> str:
+        """What the store keeps of the experiment for ``--resume``: its file's text, and the
+        overrides set over it, as comment lines at the end (see :data:`OVERRIDES_MARK`).
+        Raises OSError or UnicodeDecodeError for a file that cannot be read."""
+        text = self.source.read_text(encoding="utf-8")
+        if not self.overrides:
+            return text
+        lines = [f"#   {path}={_flow(value)}" for path, value in self.overrides.items()]
+        return "\n".join([text.rstrip("\n"), "", OVERRIDES_MARK, *lines, ""])
 
     @property
     def store_target(self) -> Path | str:

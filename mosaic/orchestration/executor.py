@@ -220,7 +220,7 @@ class Executor:
                           f"{secrets.token_hex(2)}")
                 experiment_id = self.store.experiment_started(
                     experiment.uid, str(experiment.source), experiment.run_config(0).to_dict(),
-                    text=_text_of(experiment.source), run_prefix=prefix)
+                    text=_text_of(experiment), run_prefix=prefix)
             seeds = experiment.run_seeds()
             if self.jobs == 1:
                 for index, seed in enumerate(seeds):
@@ -525,13 +525,14 @@ def _carry_over(progress: Progress, point: RestartPoint) -> None:
         progress.last_return = point.returns[-1]
 
 
-def _text_of(source: Path) -> str | None:
-    """The experiment file's text, kept in the store for ``--resume`` (None if unreadable)."""
+def _text_of(experiment: Experiment) -> str | None:
+    """The experiment's text (see Experiment.recorded_text), kept in the store for
+    ``--resume`` (None if its file cannot be read)."""
     try:
-        return source.read_text(encoding="utf-8")
+        return experiment.recorded_text()
     except (OSError, UnicodeDecodeError) as error:
-        log.warning("%s cannot be read again (%s): this experiment cannot be resumed", source,
-                    error)
+        log.warning("%s cannot be read again (%s): this experiment cannot be resumed",
+                    experiment.source, error)
         return None
 
 
