@@ -29,7 +29,9 @@ def run(experiment: str | os.PathLike[str] | Experiment | Mapping[str, Any], /, 
     file ``<uid>.yml`` in the current folder: the default store is ``<uid>.sqlite`` there).
 
     ``overrides`` replace keys of the file, as if written there: ``seed=3``, ``episodes=50``,
-    ``store={"path": "x.sqlite"}`` (a mapping replaces the whole section), ``sweep={...}``
+    ``store="x.sqlite"`` or ``store="postgresql://..."`` (the command's ``--store``: a relative
+    path from the current folder), ``store={"path": "x.sqlite"}`` (a mapping replaces the whole
+    section), ``sweep={...}``
     (or ``sweep=None`` to run without the file's sweep), and nested keys by their key path,
     dots between keys and numbers for list items:
     ``**{"agents.0.params.learning_rate": 0.01}``. A relative ``store.path`` resolves against
@@ -81,22 +83,31 @@ def run(experiment: str | os.PathLike[str] | Experiment | Mapping[str, Any], /, 
 
 def _experiment(experiment: str | os.PathLike[str] | Experiment | Mapping[str, Any],
                 overrides: Mapping[str, Any]) -> Experiment:
-    """The experiment to run: loaded, validated, with ``overrides`` set."""
+    """The experiment to run: loaded, validated, with ``overrides`` set. A ``store`` given as
+    a path or URL is the command's ``--store``; a mapping replaces the file's section."""
+    store = overrides.get("store")
+    store_override: str | None = None
+    if isinstance(store, str | os.PathLike):
+        store_override = os.fspath(store)
+        overrides = {key: value for key, value in overrides.items() if key != "store"}
     if isinstance(experiment, Experiment):
-        if not overrides:
+        if not overrides and store_override is None:
             return experiment
         data = experiment.model_dump(by_alias=True, exclude_unset=True, exclude=_RESOLVED)
         # Those set before hold in data already; set again, they stay on the record.
         changed = experiment_from_data(data, source=experiment.source,
+                                       store_override=store_override,
                                        overrides={**experiment.overrides, **overrides})
-        if any(path.split(".")[0] == "store" for path in overrides):
+        if store_override is not None or any(path.split(".")[0] == "store"
+                                             for path in overrides):
             return changed
         # The store it was loaded with (a --store-like override included) stays.
         return changed.model_copy(update={"store_path": experiment.store_path,
                                           "store_url": experiment.store_url})
     if isinstance(experiment, Mapping):
-        return experiment_from_data(experiment, overrides=overrides)
+        return experiment_from_data(experiment, store_override=store_override,
+                                    overrides=overrides)
     if isinstance(experiment, str | os.PathLike):
-        return load_experiment(experiment, overrides=overrides)
+        return load_experiment(experiment, store_override=store_override, overrides=overrides)
     raise TypeError("run() takes an experiment file's path, an Experiment or a mapping, got "
                     f"{type(experiment).__name__}")

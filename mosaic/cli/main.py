@@ -116,7 +116,8 @@ def cli() -> None:
               "row (the file must be unchanged).")
 @click.option("--set", "settings", metavar="KEY=VALUE", multiple=True,
               help=SET_HELP)
-@click.option("-q", "--quiet", is_flag=True, help="No progress bars and no summary table.")
+@click.option("-q", "--quiet", is_flag=True, help="Say only what went wrong: no header, progress "
+              "bars, lines of finished runs or summary table.")
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
 @click.option("--timings", metavar="FILE", hidden=True,
               help="Write first/last step wall-clock times as JSON (for benchmarks).")
@@ -140,13 +141,14 @@ def experiment_start(file: str, store: str | None, jobs: int | None, ray: str | 
     except MosaicError as error:  # Ray missing (the extra to name), no cluster, too small a one
         exit_with_error(error, EXIT_BAD_INPUT)
 
-    click.echo(format_title(experiment), err=True)
+    if not quiet:
+        click.echo(format_title(experiment), err=True)
     display = ProgressDisplay(experiment.run_count) if not quiet else None
 
     def run_ended(result):  # type: ignore[no-untyped-def]
         if display is not None:
             display.run_ended(result.index, format_run_line(result))
-        else:
+        elif result.status != "finished":
             click.echo(format_run_line(result), err=True)
 
     try:

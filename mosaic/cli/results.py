@@ -61,6 +61,8 @@ def _failures_exit_2(command: F) -> F:
             return command(*args, **kwargs)
         except MosaicError as error:
             exit_with_error(error, EXIT_BAD_INPUT)
+        except BrokenPipeError:
+            raise  # the reader of stdout left (| head): click ends the command quietly
         except OSError as error:
             where = f" {error.filename}" if error.filename else ""
             exit_with_error(f"cannot write{where}: {error.strerror or error}", EXIT_BAD_INPUT)

@@ -139,3 +139,15 @@ def test_ctrl_c_cancels_the_runs_in_order_and_raises_keyboard_interrupt(tmp_path
     assert out.strip() == "interrupted"
     assert query(tmp_path / "experiment.sqlite", "SELECT status FROM runs") == [("cancelled",)]
     assert not tagged_processes(process_tag)
+
+
+def test_a_store_given_as_a_path_is_the_commands_store(tmp_path, monkeypatch):
+    path = write_experiment(tmp_path, cartpole(episodes=2))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "here").mkdir()
+    results = mosaic.run(path, store="here/x.sqlite")  # from the current folder, as --store
+    assert results.ok and results.store_path == (tmp_path / "here" / "x.sqlite").resolve()
+    loaded = mosaic.load_experiment(path)
+    again = mosaic.run(loaded, store=tmp_path / "y.sqlite", episodes=1)
+    assert again.ok and again.store_path == tmp_path / "y.sqlite"
+    assert query(tmp_path / "y.sqlite", "SELECT episodes FROM runs") == [(1,)]
