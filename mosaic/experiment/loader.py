@@ -156,6 +156,12 @@ def _build(shown: str, document: Document, source: Path, store_override: str | N
     problems = list(document.problems)
     positions = document.positions
     data = document.data
+    if isinstance(data, Mapping) and "operators" in data and not (
+            "agents" in data or "environments" in data):
+        raise ConfigError(shown, "", "this is not an experiment file: it has operators but no "
+                          "agents/environments",
+                          "an evaluation file runs with 'mosaic evaluate'; an experiment file "
+                          "has uid, environments and agents")
     changed: dict[Loc, str] = {}
     if data is not None and overrides:
         data, positions, changed, found = _overridden(data, positions, overrides)

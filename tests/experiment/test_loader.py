@@ -477,3 +477,12 @@ def test_relative_source_is_made_absolute(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.chdir(tmp_path)
     experiment = load_experiment("two.yml")
     assert experiment.source == tmp_path.resolve() / "two.yml"
+
+
+def test_an_evaluation_file_is_pointed_to_mosaic_evaluate() -> None:
+    evaluation = EXAMPLES / "evaluate_cartpole.yml"
+    with pytest.raises(ConfigError) as caught:
+        load_experiment(evaluation)
+    assert len(caught.value.problems) == 1  # one line, not the keys it does not know
+    assert "this is not an experiment file: it has operators" in str(caught.value)
+    assert "'mosaic evaluate'" in str(caught.value)
