@@ -144,15 +144,16 @@ def format_run_detail(detail: RunDetail) -> str:
         title = "episodes"
     lines += ["", title]
     if shown:
-        rows = [_episode_cells(ep) for ep in detail.first_episodes]
+        # A run with copies numbers each copy's episodes from 0: the copy tells them apart.
+        copies = any(ep.copy for ep in shown)
+        rows = [_episode_cells(ep, copies) for ep in detail.first_episodes]
         if detail.last_episodes:
-            rows.append(["..."] + [""] * 6)
-            rows += [_episode_cells(ep) for ep in detail.last_episodes]
-        table = _table(
-            ["ENVIRONMENT", "EPISODE", "STEPS", "RETURN", "END", "SEED", "RETURNS"],
-            rows,
-            right={1, 2, 3, 5},
-        )
+            rows.append(["..."] + [""] * (7 if copies else 6))
+            rows += [_episode_cells(ep, copies) for ep in detail.last_episodes]
+        headers = ["ENVIRONMENT", *(["COPY"] if copies else []), "EPISODE", "STEPS", "RETURN",
+                   "END", "SEED", "RETURNS"]
+        table = _table(headers, rows,
+                       right={1, 2, 3, 4, 6} if copies else {1, 2, 3, 5})
         lines += ["  " + line for line in table.splitlines()]
     else:
         lines.append("  none recorded")
@@ -172,11 +173,12 @@ def _mean_return(stats: EpisodeStats) -> str:
     )
 
 
-def _episode_cells(ep: EpisodeSummary) -> list[str]:
+def _episode_cells(ep: EpisodeSummary, copies: bool = False) -> list[str]:
     end = "terminated" if ep.terminated else "truncated" if ep.truncated else "-"
     returns = ", ".join(f"{k}={_number(v)}" for k, v in sorted(ep.returns.items()))
     return [
         ep.environment,
+        *([str(ep.copy)] if copies else []),
         str(ep.episode),
         str(ep.steps),
         _number(ep.total_return),

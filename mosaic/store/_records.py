@@ -47,7 +47,8 @@ class Transition:
 
 @dataclass(frozen=True)
 class EpisodeSummary:
-    """One recorded episode; ``returns`` maps environment agent ids to returns."""
+    """One recorded episode; ``returns`` maps environment agent ids to returns; ``copy`` is the
+    copy of an environment with ``copies:`` (0 otherwise) whose episode it was."""
 
     environment: str
     episode: int
@@ -57,6 +58,7 @@ class EpisodeSummary:
     terminated: bool
     truncated: bool
     seed: int | None
+    copy: int = 0
 
 
 @dataclass(frozen=True)

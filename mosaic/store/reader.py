@@ -510,6 +510,7 @@ def _episode(row: Any) -> EpisodeSummary:
         terminated=bool(row.terminated),
         truncated=bool(row.truncated),
         seed=row.seed,
+        copy=int(row.copy or 0),
     )
 
 

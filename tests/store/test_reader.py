@@ -247,6 +247,24 @@ def test_run_detail_text(store):
     assert "sha256:abc" in text and "all episodes done" in text
     assert "first 5 and last 5 of 12" in text
     assert "78 (78 step rows stored)" in text
+    assert "COPY" not in text  # a run without copies has no copy column
+
+
+def test_run_detail_tells_the_episodes_of_copies_apart(tmp_path: Path) -> None:
+    path = tmp_path / "copies.db"
+    with StoreWriter(path, encode=pickle.dumps) as writer:
+        experiment = writer.experiment_started("copies", "copies.yml", {})
+        run = writer.run_started(experiment, "copies-0", 0, 1)
+        for copy in range(3):
+            writer.record_episode(run, "cartpole", 0, 10 + copy, 1.0, {"agent_0": 1.0}, True,
+                                  False, 7 + copy, copy)
+    with open_store(path, decode=pickle.loads) as store:
+        lines = format_run_detail(store.show_run("copies-0")).splitlines()
+    header = next(line for line in lines if "EPISODE" in line)
+    assert header.split()[:3] == ["ENVIRONMENT", "COPY", "EPISODE"]
+    rows = [line.split() for line in lines[lines.index(header) + 1:]]
+    assert [(row[1], row[2], row[3]) for row in rows] == [("0", "0", "10"), ("1", "0", "11"),
+                                                          ("2", "0", "12")]
 
 
 def test_an_interrupted_run_lasts_until_the_last_thing_it_stored(populated):
