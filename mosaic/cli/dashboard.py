@@ -29,7 +29,8 @@ def dashboard(store: str | None, manual: tuple[str, ...], host: str, port: int,
               token: str | None) -> None:
     """Serve the dashboard: runs, learning curves, replay, live updates, Manual mode.
 
-    Opens the store read-only. Prints the address to open, then serves until Ctrl-C.
+    Opens the store read-only. Prints the address to open once it answers, then serves until
+    Ctrl-C.
     Exit code 2 for a bad store, file or option.
     """
     from pathlib import Path
@@ -55,9 +56,13 @@ def dashboard(store: str | None, manual: tuple[str, ...], host: str, port: int,
         exit_with_error(error, EXIT_BAD_INPUT)
     shown = f"[{host}]" if ":" in host else host
     link = f"http://{shown}:{port}/" + ("?token=<your token>" if token else "")
-    click.echo(f"mosaic dashboard: {link} (Ctrl-C to stop)", err=True)
+
+    def listening() -> None:  # said once the address answers, not before
+        click.echo(f"mosaic dashboard: {link} (Ctrl-C to stop)", err=True)
+
     try:
-        serve(Dashboard(opened, tuple(Path(f).resolve() for f in manual), token), host, port)
+        serve(Dashboard(opened, tuple(Path(f).resolve() for f in manual), token), host, port,
+              listening)
     except OSError as error:
         exit_with_error(f"cannot serve on {host}:{port}: {error.strerror or error}",
                         EXIT_BAD_INPUT)

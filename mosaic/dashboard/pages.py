@@ -141,7 +141,8 @@ def run_sections(detail: RunDetail, environments: Iterable[str], replayable: boo
         ("mean return", _num(run.mean_return)),
         (f"mean of last {detail.episode_stats.recent}",
          _num(detail.episode_stats.recent_mean_return)),
-        ("digest", f'<span class=mono>{escape(detail.digest or "&ndash;")}</span>'),
+        ("digest", f'<span class=mono>{escape(detail.digest)}</span>' if detail.digest
+         else "&ndash;"),
         ("parameters", escape(_params(run.params)) or "&ndash;"),
         ("started", _when(run.started_at)), ("ended", _when(run.ended_at)),
         ("duration", _duration(run.duration)),

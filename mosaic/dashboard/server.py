@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
@@ -24,23 +25,32 @@ class _Server(uvicorn.Server):
     """uvicorn's server, which tells the live channels to end as soon as it begins to stop:
     uvicorn waits for open responses, and a live channel never ends by itself."""
 
-    def __init__(self, dashboard: Dashboard, host: str, port: int) -> None:
+    def __init__(self, dashboard: Dashboard, host: str, port: int,
+                 on_listening: Callable[[], None] | None = None) -> None:
         check_bind(host, dashboard.token)
         self.closing = threading.Event()
+        self.on_listening = on_listening
         super().__init__(uvicorn.Config(
             create_app(dashboard, self.closing), host=host, port=port, log_level="warning",
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN, lifespan="on", proxy_headers=False,
             server_header=False))
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and self.on_listening is not None:
+            self.on_listening()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.closing.set()
         await super().shutdown(sockets)
 
 
-def serve(dashboard: Dashboard, host: str = "127.0.0.1", port: int = 8765) -> None:
-    """Serve until Ctrl-C or SIGTERM. Raises ValueError for a host beyond loopback without a
-    token; OSError when the port cannot be bound."""
-    _Server(dashboard, host, port).run()
+def serve(dashboard: Dashboard, host: str = "127.0.0.1", port: int = 8765,
+          on_listening: Callable[[], None] | None = None) -> None:
+    """Serve until Ctrl-C or SIGTERM; ``on_listening`` is called once the port accepts
+    connections. Raises ValueError for a host beyond loopback without a token; OSError when
+    the port cannot be bound."""
+    _Server(dashboard, host, port, on_listening).run()
 
 
 class BackgroundServer:

@@ -71,3 +71,24 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
     except OSError:
         return False
+
+
+def test_the_address_is_printed_once_it_answers(cartpole_store: Path) -> None:
+    port = _free_port()
+    command = subprocess.Popen(
+        [sys.executable, "-m", "mosaic", "dashboard", "--store", str(cartpole_store),
+         "--port", str(port)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    try:
+        assert command.stderr is not None
+        line = command.stderr.readline()  # blocks until the command says where it listens
+        assert f"http://127.0.0.1:{port}/" in line, line
+        # At once, without a retry: it answers as soon as it says so.
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as page:
+            assert b"cartpole-two-runs" in page.read()
+        command.send_signal(signal.SIGINT)
+        command.communicate(timeout=60)
+    finally:
+        if command.poll() is None:
+            command.kill()
+            command.communicate()

@@ -23,3 +23,15 @@ def test_a_run_row_escapes_what_the_store_holds() -> None:
     row = pages.run_row(run)
     assert "<script>" not in row and "<b>" not in row and "<i>" not in row
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in row
+
+
+def test_a_running_runs_missing_digest_is_a_dash_not_the_text_of_one() -> None:
+    from mosaic.store import EpisodeStats, RunDetail
+
+    run = RunSummary(1, "r", "exp", 0, 3, "running", datetime.now(UTC), None, None, 2, 20,
+                     1.5, None, {}, None)
+    detail = RunDetail(run, None, None, None, None, None, [],
+                       EpisodeStats(0, 0, None, None, None, None))
+    summary = pages.run_sections(detail, [], False, [])["summary"]
+    assert "&amp;ndash;" not in summary
+    assert "<span class=mono>" not in summary and "&ndash;" in summary
