@@ -141,6 +141,8 @@ def metrics_frame(
         for row in conn.execute(query)
     ]
     frame = pd.DataFrame.from_records(records, columns=list(METRIC_COLUMNS))
+    # When it was reported, as the runs' started_at and ended_at are: a time in UTC.
+    frame["at"] = pd.to_datetime(frame["at"], unit="s", utc=True)
     # Nullable integers: a metric reported outside an episode keeps a missing position, not NaN.
     return frame.astype({"episode": "Int64", "step": "Int64"})
 

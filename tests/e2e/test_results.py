@@ -196,6 +196,8 @@ def test_export_episodes_and_metrics_as_parquet(store: Path, tmp_path: Path) -> 
         assert len(frame) == len(expected) > 0
         assert list(frame.columns) == list(expected.columns)
     assert sorted(frame["name"].unique()) == ["epsilon", "loss"]
+    # A metric's time is a time, as a run's started_at is, not seconds since 1970.
+    assert str(frame["at"].dtype).startswith("datetime64") and str(frame["at"].dt.tz) == "UTC"
 
 
 def test_a_missing_optional_package_names_the_extra(store: Path, tmp_path: Path) -> None:
