@@ -31,11 +31,13 @@ def _selection(command: F) -> F:
         "--experiment", metavar="UID|FILE",
         help="All runs of this experiment (its uid, or its file: then its store is the default).",
     )(command)
-    return click.option("--store", metavar="PATH", help="The results file.")(command)
+    return click.option("--store", metavar="PATH|URL",
+                        help="The results file, or a PostgreSQL URL.")(command)
 
 
 def _locate(store: str | None, experiment: str | None) -> tuple[str, str | None]:
-    """The store's path and the experiment uid to select, from the options as given."""
+    """The store (a path or a URL) and the experiment uid to select, from the options as
+    given."""
     if experiment is not None and Path(experiment).is_file():
         from mosaic.core.errors import ConfigError
         from mosaic.experiment import load_experiment
@@ -44,7 +46,7 @@ def _locate(store: str | None, experiment: str | None) -> tuple[str, str | None]
             loaded = load_experiment(experiment, store_override=store)
         except ConfigError as error:
             exit_with_error(error, EXIT_BAD_INPUT)
-        return str(loaded.store_path), loaded.uid
+        return str(loaded.store_target), loaded.uid
     if store is None:
         raise click.UsageError("give --store PATH (or --experiment FILE)")
     return store, experiment

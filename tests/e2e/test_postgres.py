@@ -93,6 +93,15 @@ def test_runs_list_and_show_read_postgresql(
     assert found.returncode == 0, found.stderr
     assert uid in found.stdout
 
+    # Export and plot read it too, by its URL or through the file.
+    exported = run_mosaic("runs", "export", uid, "--store", url)
+    assert exported.returncode == 0, exported.stderr
+    assert len(exported.stdout.splitlines()) == 3  # the header and the two episodes
+    plotted = run_mosaic("runs", "plot", "--experiment", str(with_url), "--out",
+                         str(tmp_path / "curve.png"))
+    assert plotted.returncode == 0, plotted.stderr
+    assert (tmp_path / "curve.png").stat().st_size > 0
+
 
 def test_the_file_store_url_is_where_the_run_goes(
     tmp_path: Path, server: Server, database: str, process_tag: str
