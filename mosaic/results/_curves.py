@@ -2,7 +2,8 @@
 and the runs that differ only by seed merged into one mean with a band.
 
 A run's points are its episodes in the order they ended (by row id), at x = that order (from
-1) or at the run's env steps when the episode ended; or a metric's values at the episode or
+1) or at the run's env steps when the episode ended, a later phase going on from where the
+phase before it ended; or a metric's values at the episode or
 step count its row records (the mean of the values reported at the same x). Smoothing is a
 trailing moving average: a point becomes the mean of itself and the ``smooth - 1`` points
 before it (fewer at the start). Runs are grouped when their experiments' stored configs are
@@ -91,8 +92,8 @@ def load_curves(
     if band not in BANDS:
         raise ValueError(f"band must be one of {', '.join(BANDS)}, not {band!r}")
     info = store.runs_frame(*runs, experiment=experiment)
-    points = (_return_points(store, info, x) if metric is None
-              else _metric_points(store, info, metric, x))
+    points = _phases_in_sequence(_return_points(store, info, x) if metric is None
+                                 else _metric_points(store, info, metric, x), info)
     y_label = "return" if metric is None else metric
     if smooth > 1:
         y_label += f" (moving average of {smooth})"
@@ -116,6 +117,36 @@ def load_curves(
             label += f" (config {taken[label]})"
         curves.append(_merge(label, members, band))
     return Curves(curves, x_label, y_label, band, smooth)
+
+
+def _phases_in_sequence(points: Points, info: Any) -> Points:
+    """``points`` with each later phase of an experiment placed after the phase before it: its
+    x goes on from where the last of that phase's runs ended (a test phase after its training,
+    not over its start; the seeds of a phase keep one origin, so their mean stays one curve).
+    A run's phases run one after another, so they are in the order of their first rows' ids
+    (a phase run again, resumed or retried, keeps its place)."""
+    rank: dict[Any, int] = {}
+    for _, runs in info.sort_values("run_id").groupby(["experiment_id", "run_index"]):
+        order = list(dict.fromkeys(runs["phase"].fillna("")))
+        rank.update({run_id: order.index(phase if isinstance(phase, str) else "")
+                     for run_id, phase in zip(runs["run_id"], runs["phase"].fillna(""),
+                                              strict=True)})
+    rows = sorted((row for _, row in info.iterrows()),
+                  key=lambda row: (row["experiment_id"], rank[row["run_id"]]))
+    ends: dict[tuple[Any, int], float] = {}
+    placed: Points = {}
+    for row in rows:
+        experiment, index = row["experiment_id"], rank[row["run_id"]]
+        offset = max((end for (other, at), end in ends.items()
+                      if other == experiment and at < index), default=0.0)
+        for key, (xs, ys) in points.items():
+            if key[0] != str(row["run"]):
+                continue
+            placed[key] = (xs + offset, ys)
+            if xs.size:
+                ends[experiment, index] = max(ends.get((experiment, index), 0.0),
+                                              float(xs[-1]) + offset)
+    return placed
 
 
 def _config_key(row: Any) -> str:

@@ -223,3 +223,20 @@ def test_runs_show_gives_the_mean_return_of_the_last_episodes(store: Path) -> No
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("mean return")]
     assert f"{values[-3:].mean():.4g} over the last 3 episodes" in line
     assert f"{values.mean():.4g} over all 8" in line
+
+
+def test_a_test_phase_goes_on_after_its_training_not_over_its_start(tmp_path: Path) -> None:
+    path = write_experiment(tmp_path, cartpole(uid="phased", runs=2, episodes=6) + (
+        "    phases:\n      - {name: train, episodes: 6}\n"
+        "      - {name: test, mode: test, episodes: 3}\n"))
+    store = tmp_path / "phased.sqlite"
+    done = run_mosaic("experiment-start", str(path), "--store", str(store), "-q", timeout=120)
+    assert done.returncode == 0, done.stderr
+    with open_store(store) as opened:
+        by_label = {curve.label.split(":")[0]: curve
+                    for curve in load_curves(opened, experiment="phased").curves}
+        steps = {curve.label.split(":")[0]: curve
+                 for curve in load_curves(opened, experiment="phased", x="steps").curves}
+    assert list(by_label["phased train"].x) == [1, 2, 3, 4, 5, 6]
+    assert list(by_label["phased test"].x) == [7, 8, 9]
+    assert steps["phased test"].x[0] > steps["phased train"].x[-1]
