@@ -53,6 +53,8 @@ def format_run_line(result: RunResult) -> str:
             f"{result.wall_time:.2f} s")
     if result.node is not None:
         line += f", on Ray {result.node}"
+    if result.ended_early:
+        line += f"\n  ended early by its termination condition: {result.ended_early}"
     if result.error:
         line += f"\n  error: {result.error}"
     if result.killed:
@@ -85,6 +87,8 @@ def format_summary(results: list[RunResult], store_path: str,
     total_episodes = sum(r.episodes for r in results)
     lines.append("")
     for r in results:
+        if r.ended_early:
+            lines.append(f"Ended early: {r.uid}: {r.ended_early} (termination)")
         if fallbacks and r.uid in fallbacks:
             actions, fell_back = fallbacks[r.uid]
             lines.append(f"LLM fallbacks: {r.uid}: {int(fell_back)} of {actions} actions "

@@ -82,6 +82,8 @@ class Progress:
     positions: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     first_step_at: float | None = None
     last_step_at: float | None = None
+    #: Why a termination condition ended the run before its episodes (None: it did not).
+    ended_early: str | None = None
 
     def agent_ended_episode(self, agent: str, total: float) -> None:
         """Count ``total``, ``agent``'s return in an episode that ended."""

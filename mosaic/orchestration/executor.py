@@ -94,6 +94,8 @@ class RunResult:
     node: str | None = None
     #: A run resumed with ``--resume`` that had finished before: not run again.
     earlier: bool = False
+    #: Why a termination condition ended the run before its episodes (None: it did not).
+    ended_early: str | None = None
 
 
 ProgressCallback = Callable[[int, RunContext], None]
@@ -455,6 +457,7 @@ class Executor:
              for agent, recent in progress.agent_recent_returns.items() if recent},
             params,
             node,
+            ended_early=progress.ended_early if status == "finished" else None,
         )
 
     def _checked(self, run_id: int, run_uid: str, status: str,

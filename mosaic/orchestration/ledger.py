@@ -100,9 +100,12 @@ class Ledger:
         progress.last_return = total
         progress.recent_returns.append(total)
         progress.last_step_at = time.time()
+        if progress.ended_early is not None:
+            return  # the rest of a round under way when a condition was met: counted only
         reason = self.termination.reached(environment, total, progress)
         if reason is not None:
             log.info("run %s: %s", self.run_uid, reason)
+            progress.ended_early = f"{reason} after {progress.episodes} episodes"
             for loop in self.loops:
                 loop.finished = True
 

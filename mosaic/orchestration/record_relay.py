@@ -55,7 +55,7 @@ MAX_PENDING = 8
 _WAIT_SLICE_S = 0.01
 
 _PROGRESS_FIELDS = ("episodes", "steps", "episodes_total", "return_sum", "last_return",
-                    "digest", "chain", "first_step_at", "last_step_at")
+                    "digest", "chain", "first_step_at", "last_step_at", "ended_early")
 
 
 def snapshot(progress: Progress) -> dict[str, Any]:

@@ -117,7 +117,9 @@ class RunGovernor(Component):
     def _finished(self, notice: SimulationFinishedNotice) -> None:
         self._settle(_OUTCOMES.get(notice.status, RunState.FAILED), notice.error)
         if self.machine.state is RunState.RUNNING:
-            self.machine.transition(RunState.STOPPING, f"simulation {notice.status}")
+            early = self.ctx.progress.ended_early
+            self.machine.transition(RunState.STOPPING, f"simulation {notice.status}" + (
+                f", ended early: {early}" if early and notice.status == "finished" else ""))
         if self._executor is not None:
             self._executor.notify(
                 ExperimentRunFinishedNotice(self.ctx.run_uid, notice.status, notice.error))

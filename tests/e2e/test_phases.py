@@ -95,11 +95,13 @@ TERMINATING = """\
 """
 
 
-@pytest.mark.parametrize(("termination", "episodes"), [
-    ("condition: tests.fixtures.agents:stop_after_four", 4),
-    ("{reward_threshold: 1.0, window: 3}", 3),  # every CartPole episode returns more than 1
+@pytest.mark.parametrize(("termination", "episodes", "why"), [
+    ("condition: tests.fixtures.agents:stop_after_four", 4, "condition stop_after_four met"),
+    # Every CartPole episode returns more than 1.
+    ("{reward_threshold: 1.0, window: 3}", 3, "over the last 3 episodes reached 1"),
 ])
-def test_termination_conditions_end_the_phase_early(tmp_path, process_tag, termination, episodes):
+def test_termination_conditions_end_the_phase_early_and_say_so(tmp_path, process_tag,
+                                                               termination, episodes, why):
     text = TERMINATING.format(termination=termination)
     if termination.startswith("{"):
         text = text.replace("termination:\n      " + termination, "termination: " + termination)
@@ -108,6 +110,13 @@ def test_termination_conditions_end_the_phase_early(tmp_path, process_tag, termi
     result = run_mosaic("experiment-start", str(path), "--store", str(store))
     assert result.returncode == 0, result.stderr
     assert query(store, "SELECT status, episodes FROM runs") == [("finished", episodes)]
+    # The transition, the run's line and the summary say why it stopped before 1000 episodes.
+    [(reason,)] = query(store, "SELECT reason FROM transitions WHERE to_state = 'stopping'")
+    assert reason.startswith("simulation finished, ended early: ") and why in reason, reason
+    assert reason.endswith(f"after {episodes} episodes")
+    assert f"ended early by its termination condition: {reason.split(': ', 1)[1]}" in \
+        result.stderr, result.stderr
+    assert "Ended early: " in result.stdout and why in result.stdout
 
 
 def test_frozenlake_q_learning_example_passes_its_test_phase(tmp_path, process_tag):
