@@ -65,7 +65,9 @@ class BrainActor(Component):
     Rollout workers: the muscles of an environment's rollout workers form a group (``groups``
     in the set-up request), whose experience the brain learns from in rounds, in the group's
     order, whatever order it arrives in (see :mod:`mosaic.actors.rounds`); each worker's answer
-    waits for its round. A worker leaves its group with its shutdown request.
+    waits for its round. A worker leaves its group with its shutdown request, once its episodes
+    are done, while the run goes on: such a brain saves its checkpoint when its last muscle has
+    shut down, but stays until its conductor stops it (its end would be a failure of the run).
     """
 
     def __init__(self, uid: str) -> None:
@@ -80,6 +82,7 @@ class BrainActor(Component):
         self._loaded_muscles: dict[str, dict[str, np.ndarray]] = {}
         self._muscle_states: dict[str, dict[str, np.ndarray]] = {}
         self._rounds = Rounds(())
+        self._stays = False
         self._next_key = 0
 
     def accepts(self, message: Message, sender: str | None) -> bool:
@@ -112,6 +115,7 @@ class BrainActor(Component):
         self._observers = frozenset(request.observers)
         self._served = frozenset(request.muscles) | self._observers
         self._rounds = Rounds(request.groups)
+        self._stays = bool(request.groups)
         return BrainSetupResponse(self.uid)
 
     def _save(self, episodes: int = 0) -> str:
@@ -199,7 +203,8 @@ class BrainActor(Component):
         self._keep(request.muscle_uid, request.muscle_state)
         if not self._muscles:
             self._save()
-            self.request_stop()
+            if not self._stays:
+                self.request_stop()
         return BrainShutdownResponse(self.uid, len(self._muscles),
                                      reported(self.uid, self._metrics))
 

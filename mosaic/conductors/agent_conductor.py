@@ -31,7 +31,7 @@ def _groups(muscles: dict[str, MusclePlan]) -> tuple[tuple[str, ...], ...]:
     for muscle_uid, plan in muscles.items():
         if plan.host is not None:
             groups.setdefault(plan.host.group, []).append(muscle_uid)
-    return tuple(tuple(members) for members in groups.values() if len(members) > 1)
+    return tuple(tuple(members) for members in groups.values())
 
 
 def _unique(specs: list[Any]) -> tuple[Any, ...]:

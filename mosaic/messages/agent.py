@@ -83,7 +83,8 @@ class BrainSetupRequest(Request):
     loads before it starts (``None``: neither). ``observers`` (muscles of self-play agents) may
     ask it for snapshots (:class:`BrainSyncRequest`) but are not served: the brain stops once
     ``muscles`` have shut down. ``groups``: the muscles of rollout workers whose experience the
-    brain learns from in rounds, each group in its order (:mod:`mosaic.actors.rounds`).
+    brain learns from in rounds, each group in its order (:mod:`mosaic.actors.rounds`); a brain
+    with groups stays after its last muscle until its conductor stops it.
     """
 
     agent_uid: str

@@ -117,6 +117,8 @@ class RolloutSet:
         self.ctx = ctx
         self.ledger = ledger
         self.rollouts: list[Rollout] = []
+        #: Whether the workers were set stepping (:meth:`run`).
+        self.stepping = False
         self._next_collect = 0.0
 
     def __bool__(self) -> bool:
@@ -132,6 +134,7 @@ class RolloutSet:
     def run(self, schedule: Schedule) -> None:
         """Set every worker stepping (their muscles set up)."""
         ctx = self.ctx
+        self.stepping = True
         sent = [(worker, worker.client.send(RolloutRunRequest(
             rollout.uid, ctx.run_id, schedule.seed, rollout.index, worker.first_copy,
             worker.episodes, schedule.max_steps, rollout.agent, rollout.recording.steps,

@@ -271,7 +271,6 @@ class SimulationController(Component):
         order = {agent.uid: index for index, agent in enumerate(config.agents)}
         for environment in self._environments:
             environment.muscles.sort(key=lambda link: order[link.agent])
-        self._rollouts.run(self._schedule)
         self.ctx.progress.episodes_total = self._schedule.episodes * len(config.environments)
 
     def _link_muscles(self, agent: str, muscles: dict[str, MusclePlan],
@@ -325,6 +324,8 @@ class SimulationController(Component):
                 self._next_supervision = now + SUPERVISION_S
                 self.ctx.supervisor.check()
             if self._rollouts:
+                if not self._rollouts.stepping:
+                    self._rollouts.run(self._schedule)  # once the run is running, not before
                 if self._rollouts.done:
                     self._finish("finished", None)
                 else:
