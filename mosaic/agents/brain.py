@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mosaic.agents.context import BrainContext
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 
 class Brain:
@@ -29,6 +32,17 @@ class Brain:
     """
 
     context: BrainContext
+
+    @classmethod
+    def params_model(cls) -> type[BaseModel] | None:
+        """The pydantic model of this brain's ``params``, or ``None`` (the default) for any.
+
+        Loading an experiment file validates each agent's brain params (the agent's ``params``
+        with the brain's own over them) with it, so that bad params are reported with the file,
+        line and key path before anything starts. Override it to return a model; import the
+        model inside, so that importing the brain in a component process stays light.
+        """
+        return None
 
     def setup(self, context: BrainContext) -> None:
         """Remember the context. Override to build models; call ``super().setup(context)``."""

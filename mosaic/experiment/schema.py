@@ -425,7 +425,7 @@ class AgentConfig(StrictModel):
     self_play: SelfPlayConfig | None = Field(default=None, description=SelfPlayConfig.expected)
 
     @model_validator(mode="after")
-    def _muscle_params(self) -> AgentConfig:
+    def _learner_params(self) -> AgentConfig:
         if self.self_play is not None:
             raise_if_any([
                 Problem((key,), f"a self_play agent takes its {key} from agent "
@@ -436,30 +436,36 @@ class AgentConfig(StrictModel):
                                    f"{MuscleSpec.expected}",
                                    "or give the agent self_play: {of: <agent>, "
                                    "snapshot_every: N} to play snapshots of another agent"))
-        raise_if_any(_muscle_params_problems(self))
+        raise_if_any(_learner_params_problems(self))
         return self
 
 
-def _muscle_params_problems(agent: AgentConfig) -> list[Problem]:
-    """The muscle's params checked with its class's ``params_model``, if it has one.
+def _learner_params_problems(agent: AgentConfig) -> list[Problem]:
+    """The brain's and the muscle's params, each checked with its class's ``params_model`` if it
+    has one.
 
-    The muscle gets the agent's ``params`` with its own over them; each problem is placed where
-    its key is written (under ``muscle.params``, unless only the agent's ``params`` has it).
+    Each gets the agent's ``params`` with its own over them; each problem is placed where its key
+    is written (under ``brain.params`` or ``muscle.params``, unless only the agent's ``params``
+    has it), and a problem that both find in the agent's ``params`` is reported once.
     """
-    if agent.muscle is None:
-        return []  # a self-play agent's muscle is checked where it is the other agent's
-    muscle = resolve_class(agent.muscle.class_path, Muscle)  # checked by MuscleSpec already
-    model = muscle.params_model() if issubclass(muscle, Muscle) else None
-    if model is None:
-        return []
-    own = agent.muscle.params
-    _, problems = validate(model, {**agent.params, **own})
-
-    def where(loc: Loc) -> Loc:
-        from_agent = bool(loc) and loc[0] in agent.params and loc[0] not in own
-        return ("params", *loc) if from_agent else ("muscle", "params", *loc)
-
-    return [dataclasses.replace(problem, loc=where(problem.loc)) for problem in problems]
+    found: dict[tuple[Loc, str], Problem] = {}
+    parts: tuple[tuple[str, _ComponentSpec | None], ...] = (
+        ("brain", agent.brain), ("muscle", agent.muscle))
+    for part, spec in parts:
+        if spec is None:
+            continue  # a self-play agent's muscle is checked where it is the other agent's
+        learner = resolve_class(spec.class_path, spec.base)  # checked by the spec already
+        model = learner.params_model() if issubclass(learner, Brain | Muscle) else None
+        if model is None:
+            continue
+        own = spec.params
+        _, problems = validate(model, {**agent.params, **own})
+        for problem in problems:
+            key = problem.loc[0] if problem.loc else None
+            written = ("params",) if key in agent.params and key not in own else (part, "params")
+            loc = (*written, *problem.loc)
+            found.setdefault((loc, problem.message), dataclasses.replace(problem, loc=loc))
+    return list(found.values())
 
 
 class TerminationConfig(StrictModel):

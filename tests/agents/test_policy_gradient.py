@@ -192,9 +192,9 @@ def test_unsupported_spaces_and_bad_params_are_refused_with_the_reason():
     mixed = {**box_slots(uids=("p0",)), **box_slots(5, uids=("p1",))}
     with pytest.raises(MosaicError, match="same observation size"):
         PolicyGradientMuscle().setup(MuscleContext("a", "m", "e", mixed, 0))
-    with pytest.raises(MosaicError, match="'hidden_sizes'"):
+    with pytest.raises(MosaicError, match=r"params\.hidden_sizes"):
         brain_with(hidden_sizes=[0])
-    with pytest.raises(MosaicError, match="'discount'"):
+    with pytest.raises(MosaicError, match=r"params\.discount"):
         brain_with(discount=1.5)
     with pytest.raises(MosaicError, match="4 values"):
         muscle_with().act("agent_0", np.zeros(3))

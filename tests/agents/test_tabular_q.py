@@ -206,9 +206,9 @@ def test_unsupported_spaces_and_bad_params_are_refused_with_the_reason():
     mixed = {**slots(uids=("p0",)), **slots(9, 4, uids=("p1",))}
     with pytest.raises(MosaicError, match="same space sizes"):
         TabularQMuscle().setup(MuscleContext("a", "m", "e", mixed, 0))
-    with pytest.raises(MosaicError, match="'learning_rate'"):
+    with pytest.raises(MosaicError, match=r"params\.learning_rate"):
         brain_with(learning_rate=0.0)
-    with pytest.raises(MosaicError, match="'update_every'"):
+    with pytest.raises(MosaicError, match=r"params\.update_every"):
         brain_with(update_every=1.5)
     with pytest.raises(MosaicError, match="state index"):
         muscle_with().act("agent_0", np.array([0.5]))

@@ -323,6 +323,11 @@ class DQNBrain(RestorableState, Brain):
     Q of the sampled actions) and ``grad_norm`` (before clipping).
     """
 
+    @classmethod
+    def params_model(cls) -> type[BaseModel]:
+        """:class:`~mosaic.agents.learners.dqn_params.DQNParams` (the muscle's too)."""
+        return DQNMuscle.params_model()
+
     def setup(self, context: BrainContext) -> None:
         super().setup(context)
         owner = type(self).__name__

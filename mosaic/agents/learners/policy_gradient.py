@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,10 +40,14 @@ from mosaic.agents.learners.mlp import (
     softmax,
     softmax_policy_loss,
 )
-from mosaic.agents.learners.tabular_q import _param
 from mosaic.agents.muscle import Muscle
 from mosaic.agents.policies import mlp_arrays, save_mlp
 from mosaic.core.errors import MosaicError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from mosaic.agents.learners.policy_gradient_params import PolicyGradientParams
 
 __all__ = ["PolicyGradientBrain", "PolicyGradientMuscle"]
 
@@ -61,16 +65,17 @@ class _Episode:
     truncated: bool
 
 
-def _hidden_sizes(params: Mapping[str, Any]) -> tuple[int, ...]:
-    value = params.get("hidden_sizes", (64, 64))
-    try:
-        sizes = tuple(int(size) for size in value)
-        ok = all(size >= 1 and size == float(s) for size, s in zip(sizes, value, strict=True))
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        raise MosaicError(f"param 'hidden_sizes' must be a list of integers >= 1; got {value!r}")
-    return sizes
+def _params(params: Mapping[str, Any], owner: str) -> PolicyGradientParams:
+    from mosaic.agents.learners.policy_gradient_params import check_policy_gradient_params
+
+    return check_policy_gradient_params(params, owner)
+
+
+def _params_model() -> type[BaseModel]:
+    from mosaic.agents.learners.policy_gradient_params import PolicyGradientParams
+
+    model: type[BaseModel] = PolicyGradientParams
+    return model
 
 
 class PolicyGradientMuscle(Muscle):
@@ -79,7 +84,9 @@ class PolicyGradientMuscle(Muscle):
     Spaces: every slot has a ``Box`` observation (flattened to a float vector) and a
     ``Discrete`` action space starting at 0, of the same sizes across slots (one policy).
 
-    Params (``context.params``, all optional):
+    Params (``context.params``, all optional; checked with
+    :class:`~mosaic.agents.learners.policy_gradient_params.PolicyGradientParams`, which the
+    brain shares):
 
     * ``load_checkpoint`` (unset): an ``mlp`` checkpoint (``.npz``) to act with from the start,
       for test runs; give it at agent level so that the brain starts from it too.
@@ -109,14 +116,20 @@ class PolicyGradientMuscle(Muscle):
     order, the same draw :meth:`act` makes for one observation.
     """
 
+    @classmethod
+    def params_model(cls) -> type[BaseModel]:
+        """:class:`~mosaic.agents.learners.policy_gradient_params.PolicyGradientParams`."""
+        return _params_model()
+
     def setup(self, context: MuscleContext) -> None:
         super().setup(context)
+        params = _params(context.params, type(self).__name__)
         self.n_inputs, self.n_actions = _policy_shape(context.slots, type(self).__name__)
         self.policy: MLP | None = None
         self.version = 0
-        checkpoint = context.params.get("load_checkpoint")
+        checkpoint = params.load_checkpoint
         if checkpoint:
-            self.policy = _load_mlp(str(checkpoint), (self.n_inputs, self.n_actions),
+            self.policy = _load_mlp(checkpoint, (self.n_inputs, self.n_actions),
                                     type(self).__name__)
         self.training = context.mode != "test"
         self.rng = context.rng
@@ -267,7 +280,9 @@ class PolicyGradientBrain(RestorableState, Brain):
     Spaces: as :class:`PolicyGradientMuscle`. Several muscles may share the brain: their
     episodes fill one batch.
 
-    Params (``context.params``, all optional):
+    Params (``context.params``, all optional; checked with
+    :class:`~mosaic.agents.learners.policy_gradient_params.PolicyGradientParams`, which the
+    muscle shares):
 
     * ``hidden_sizes`` ([64, 64]): hidden layer widths of both networks.
     * ``learning_rate`` (0.003): Adam step size of the policy.
@@ -303,34 +318,29 @@ class PolicyGradientBrain(RestorableState, Brain):
     norm, before clipping).
     """
 
+    @classmethod
+    def params_model(cls) -> type[BaseModel]:
+        """:class:`~mosaic.agents.learners.policy_gradient_params.PolicyGradientParams`."""
+        return _params_model()
+
     def setup(self, context: BrainContext) -> None:
         super().setup(context)
-        params = context.params
+        params = _params(context.params, type(self).__name__)
         self.n_inputs, self.n_actions = _policy_shape(context.slots, type(self).__name__)
-
-        def positive(x: float) -> bool:
-            return x > 0
-
-        def unit(x: float) -> bool:
-            return 0.0 <= x <= 1.0
-
-        hidden = _hidden_sizes(params)
-        self.learning_rate = _param(params, "learning_rate", 0.003, positive, "a number > 0")
-        value_lr = _param(params, "value_learning_rate", 0.003, positive, "a number > 0")
-        self.value_iterations = _param(params, "value_iterations", 20, lambda x: x >= 0,
-                                       "an integer >= 0")
-        self.discount = _param(params, "discount", 0.99, unit, "a number in [0, 1]")
-        self.gae_lambda = _param(params, "gae_lambda", 1.0, unit, "a number in [0, 1]")
-        self.batch_episodes = _param(params, "batch_episodes", 8, lambda x: x >= 1,
-                                     "an integer >= 1")
-        self.entropy_coef = _param(params, "entropy_coef", 0.0, lambda x: x >= 0, "a number >= 0")
-        self.normalize_advantages = _param(params, "normalize_advantages", True, lambda x: True,
-                                           "true or false")
-        clip = _param(params, "max_grad_norm", 1.0, lambda x: x >= 0, "a number >= 0")
+        hidden = tuple(params.hidden_sizes)
+        self.learning_rate = params.learning_rate
+        value_lr = params.value_learning_rate
+        self.value_iterations = params.value_iterations
+        self.discount = params.discount
+        self.gae_lambda = params.gae_lambda
+        self.batch_episodes = params.batch_episodes
+        self.entropy_coef = params.entropy_coef
+        self.normalize_advantages = params.normalize_advantages
+        clip = params.max_grad_norm
         rng = context.rng
-        checkpoint = params.get("load_checkpoint")
+        checkpoint = params.load_checkpoint
         if checkpoint:
-            self.policy = _load_mlp(str(checkpoint), (self.n_inputs, self.n_actions),
+            self.policy = _load_mlp(checkpoint, (self.n_inputs, self.n_actions),
                                     type(self).__name__)
             hidden = tuple(w.shape[1] for w, _ in self.policy.layers[:-1])
         else:
@@ -339,8 +349,7 @@ class PolicyGradientBrain(RestorableState, Brain):
         self.policy_optimizer = Adam(self.policy.parameters(), self.learning_rate,
                                      max_grad_norm=clip or None)
         self.value_optimizer = Adam(self.value.parameters(), value_lr, max_grad_norm=clip or None)
-        save = params.get("save_checkpoint")
-        self.save_path: str | None = str(save) if save else None
+        self.save_path: str | None = params.save_checkpoint or None
         self.version = 0
         # A muscle starts with version 0: the uniform policy, or the checkpoint it loaded too.
         self._sent: dict[str, int] = {}

@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,10 +15,13 @@ from mosaic.agents.context import BrainContext
 from mosaic.agents.learners._common import RestorableState, load_mlp
 from mosaic.agents.learners.mlp import MLP, Adam
 from mosaic.agents.learners.ppo import ppo_spaces
-from mosaic.agents.learners.ppo_params import check_ppo_params
+from mosaic.agents.learners.ppo_params import PPOParams, check_ppo_params
 from mosaic.agents.learners.ppo_policy import clipped_surrogate, gae
 from mosaic.agents.policies import mlp_arrays, save_mlp
 from mosaic.core.errors import MosaicError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 __all__ = ["PPOBrain"]
 
@@ -60,6 +63,11 @@ class PPOBrain(RestorableState, Brain):
     Metrics, per update (means over its minibatches): ``policy_loss``, ``value_loss``,
     ``entropy``, ``approx_kl``, ``clip_fraction`` and ``grad_norm`` (before clipping).
     """
+
+    @classmethod
+    def params_model(cls) -> type[BaseModel]:
+        """:class:`~mosaic.agents.learners.ppo_params.PPOParams` (the muscle's too)."""
+        return PPOParams
 
     def setup(self, context: BrainContext) -> None:
         super().setup(context)

@@ -7,9 +7,9 @@ brain; the brain applies the Q-learning update and sends the whole table back on
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import gymnasium
 import numpy as np
@@ -25,6 +25,11 @@ from mosaic.agents.muscle import Muscle
 from mosaic.agents.policies import QTablePolicy, load_policy, q_table_arrays, save_q_table
 from mosaic.core.errors import MosaicError
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from mosaic.agents.learners.tabular_q_params import TabularQParams
+
 __all__ = ["TabularQBrain", "TabularQMuscle", "Transition", "TransitionBatch"]
 
 Transition = tuple[int, int, float, int, bool, bool]
@@ -37,42 +42,18 @@ one :data:`Transition`, and the rows are learnt in order."""
 
 _TRANSITION_FIELDS = ("states", "actions", "rewards", "next_states", "terminated", "truncated")
 
-_T = TypeVar("_T")
+
+def _params(params: Mapping[str, Any], owner: str) -> TabularQParams:
+    from mosaic.agents.learners.tabular_q_params import check_tabular_q_params
+
+    return check_tabular_q_params(params, owner)
 
 
-def _param(
-    params: Mapping[str, Any],
-    name: str,
-    default: _T,
-    check: Callable[[Any], bool],
-    expected: str,
-) -> _T:
-    """``params[name]`` (or ``default``), converted to the default's type and checked.
+def _params_model() -> type[BaseModel]:
+    from mosaic.agents.learners.tabular_q_params import TabularQParams
 
-    Raises :class:`MosaicError` naming the parameter, the value and what was expected.
-    """
-    value = params.get(name, default)
-    if value is None:
-        return default
-    try:
-        if isinstance(default, bool) or isinstance(value, bool):
-            if not isinstance(value, bool):
-                raise TypeError
-            converted: Any = value
-        elif isinstance(default, int):
-            if float(value) != int(value):
-                raise ValueError
-            converted = int(value)
-        elif isinstance(default, float):
-            converted = float(value)
-        else:
-            converted = value
-        ok = check(converted)
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        raise MosaicError(f"param {name!r} must be {expected}; got {value!r}")
-    return converted  # type: ignore[no-any-return]
+    model: type[BaseModel] = TabularQParams
+    return model
 
 
 def _table_shape(slots: Mapping[str, Slot], owner: str) -> tuple[int, int]:
@@ -131,7 +112,8 @@ class TabularQMuscle(Muscle):
     Spaces: every slot has a ``Discrete`` observation (a state index) and a ``Discrete`` action
     space, both starting at 0 and of the same sizes across slots (they share one table).
 
-    Params (``context.params``, all optional):
+    Params (``context.params``, all optional; checked with
+    :class:`~mosaic.agents.learners.tabular_q_params.TabularQParams`, which the brain shares):
 
     * ``epsilon_start`` (1.0), ``epsilon_end`` (0.05), ``epsilon_decay_episodes`` (200):
       exploration falls linearly from start to end over that many of this muscle's episodes,
@@ -165,25 +147,23 @@ class TabularQMuscle(Muscle):
     generator saved beside it, a continued run explores exactly as the saved one would have.
     """
 
+    @classmethod
+    def params_model(cls) -> type[BaseModel]:
+        """:class:`~mosaic.agents.learners.tabular_q_params.TabularQParams`."""
+        return _params_model()
+
     def setup(self, context: MuscleContext) -> None:
         super().setup(context)
-        params = context.params
+        params = _params(context.params, type(self).__name__)
         self.n_states, self.n_actions = _table_shape(context.slots, type(self).__name__)
-
-        def unit(x: float) -> bool:
-            return 0.0 <= x <= 1.0
-
-        fixed = params.get("epsilon")
-        start = _param(params, "epsilon_start", 1.0, unit, "a number in [0, 1]")
-        end = _param(params, "epsilon_end", 0.05, unit, "a number in [0, 1]")
-        if fixed is not None:
-            start = end = _param(params, "epsilon", 0.0, unit, "a number in [0, 1]")
+        start, end = params.epsilon_start, params.epsilon_end
+        if params.epsilon is not None:
+            start = end = params.epsilon
         self.epsilon_start, self.epsilon_end = start, end
-        self.epsilon_decay_episodes = _param(params, "epsilon_decay_episodes", 200,
-                                             lambda x: x >= 0, "an integer >= 0")
-        checkpoint = params.get("load_checkpoint")
+        self.epsilon_decay_episodes = params.epsilon_decay_episodes
+        checkpoint = params.load_checkpoint
         if checkpoint:
-            self.q = _load_table(str(checkpoint), (self.n_states, self.n_actions),
+            self.q = _load_table(checkpoint, (self.n_states, self.n_actions),
                                  type(self).__name__)
         else:
             self.q = np.zeros((self.n_states, self.n_actions))
@@ -354,7 +334,8 @@ class TabularQBrain(Brain):
     Spaces: as :class:`TabularQMuscle`. Several muscles may share the brain: they update one
     table.
 
-    Params (``context.params``, all optional):
+    Params (``context.params``, all optional; checked with
+    :class:`~mosaic.agents.learners.tabular_q_params.TabularQParams`, which the muscle shares):
 
     * ``learning_rate`` (0.1): step size ``alpha`` in ``(0, 1]``.
     * ``discount`` (0.99): ``gamma`` in ``[0, 1]``.
@@ -379,25 +360,25 @@ class TabularQBrain(Brain):
     the brain has made in all.
     """
 
+    @classmethod
+    def params_model(cls) -> type[BaseModel]:
+        """:class:`~mosaic.agents.learners.tabular_q_params.TabularQParams`."""
+        return _params_model()
+
     def setup(self, context: BrainContext) -> None:
         super().setup(context)
-        params = context.params
+        params = _params(context.params, type(self).__name__)
         self.n_states, self.n_actions = _table_shape(context.slots, type(self).__name__)
-        self.learning_rate = _param(params, "learning_rate", 0.1, lambda x: 0.0 < x <= 1.0,
-                                    "a number in (0, 1]")
-        self.discount = _param(params, "discount", 0.99, lambda x: 0.0 <= x <= 1.0,
-                               "a number in [0, 1]")
-        self.update_every = _param(params, "update_every", 0, lambda x: x >= 0,
-                                   "an integer >= 0 (0: at episode end)")
-        initial = _param(params, "initial_value", 0.0, np.isfinite, "a finite number")
-        checkpoint = params.get("load_checkpoint")
+        self.learning_rate = params.learning_rate
+        self.discount = params.discount
+        self.update_every = params.update_every
+        checkpoint = params.load_checkpoint
         if checkpoint:
-            self.q = _load_table(str(checkpoint), (self.n_states, self.n_actions),
+            self.q = _load_table(checkpoint, (self.n_states, self.n_actions),
                                  type(self).__name__)
         else:
-            self.q = np.full((self.n_states, self.n_actions), initial)
-        save = params.get("save_checkpoint")
-        self.save_path: str | None = str(save) if save else None
+            self.q = np.full((self.n_states, self.n_actions), params.initial_value)
+        self.save_path: str | None = params.save_checkpoint or None
         self._since_update: dict[str, int] = {}
         self.updates = 0
         # muscle -> [sum of |TD error|, transitions] since its last report
