@@ -75,7 +75,7 @@ def _params(params: dict[str, Any]) -> str:
                     for k, v in params.items())
 
 
-RUN_COLUMNS = ("", "run", "status", "seed", "episodes", "steps", "mean return", "digest",
+RUN_COLUMNS = ("", "run", "status", "seed", "episodes", "steps", "mean return (last 100)", "digest",
                "parameters", "started", "duration", "error")
 
 
@@ -91,7 +91,8 @@ def run_row(run: RunSummary) -> str:
         f"<div>{badge(run.status)}</div>"
         f'<div class=num>{"&ndash;" if run.seed is None else run.seed}</div>'
         f"<div class=num>{run.episodes:,}</div><div class=num>{run.steps:,}</div>"
-        f"<div class=num>{_num(run.mean_return)}</div>"
+        f'<div class=num title="mean return (all): {_num(run.mean_return)}">'
+        f"{_num(run.recent_mean_return)}</div>"
         f'<div class=mono title="{escape(digest)}">{escape(digest[:12]) or "&ndash;"}</div>'
         f"<div>{escape(params) or '&ndash;'}</div><div>{_when(run.started_at)}</div>"
         f"<div class=num>{_duration(run.duration)}</div>"
@@ -138,9 +139,9 @@ def run_sections(detail: RunDetail, environments: Iterable[str], replayable: boo
         ("status", badge(run.status)), ("experiment", escape(run.experiment)),
         ("seed", "&ndash;" if run.seed is None else str(run.seed)),
         ("episodes", f"{run.episodes:,}"), ("steps", f"{run.steps:,}"),
-        ("mean return", _num(run.mean_return)),
-        (f"mean of last {detail.episode_stats.recent}",
+        (f"mean return (last {detail.episode_stats.recent})",
          _num(detail.episode_stats.recent_mean_return)),
+        ("mean return (all)", _num(run.mean_return)),
         ("digest", f'<span class=mono>{escape(detail.digest)}</span>' if detail.digest
          else "&ndash;"),
         ("parameters", escape(_params(run.params)) or "&ndash;"),

@@ -11,11 +11,12 @@ from mosaic.store._records import EpisodeStats, EpisodeSummary, RunDetail, RunSu
 
 
 def format_runs_table(runs: Sequence[RunSummary]) -> str:
-    """The runs as an aligned plain-text table, one line per run (``no runs`` if empty).
+    """The runs as an aligned plain-text table, one line per run (``no runs`` if empty), with
+    each run's mean return over its last 100 episodes and over all of them.
 
     Runs of a sweep show their values, one column per key path, and a second table groups
     them by those values: how many runs each point has, how many finished, and the mean and
-    range of their mean returns.
+    range of their mean returns (last 100).
     """
     if not runs:
         return "no runs"
@@ -31,7 +32,8 @@ def format_runs_table(runs: Sequence[RunSummary]) -> str:
         "DURATION",
         "EPISODES",
         "STEPS",
-        "MEAN RETURN",
+        "MEAN RETURN (LAST 100)",
+        "(ALL)",
         "ERROR",
     ]
     rows = [
@@ -46,26 +48,29 @@ def format_runs_table(runs: Sequence[RunSummary]) -> str:
             _run_duration(run),
             str(run.episodes),
             str(run.steps),
+            _number(run.recent_mean_return),
             _number(run.mean_return),
             _first_line(run.error, 50),
         ]
         for run in runs
     ]
     shift = len(paths)
-    table = _table(headers, rows, right={2, 3, *(i + shift for i in (6, 7, 8, 9))})
+    table = _table(headers, rows, right={2, 3, *(i + shift for i in (6, 7, 8, 9, 10))})
     if not paths:
         return table
     return f"{table}\n\n{_by_params(runs, paths)}"
 
 
 def _by_params(runs: Sequence[RunSummary], paths: list[str]) -> str:
-    """One line per combination of sweep values: runs, finished runs, their mean returns."""
+    """One line per combination of sweep values: runs, finished runs, and the mean and range
+    of their mean returns over their last 100 episodes (where each run ended up)."""
     groups: dict[tuple[str, ...], list[RunSummary]] = {}
     for run in runs:
         groups.setdefault(tuple(_param(run.params, path) for path in paths), []).append(run)
     rows = []
     for values, members in groups.items():
-        means = [run.mean_return for run in members if run.mean_return is not None]
+        means = [run.recent_mean_return for run in members
+                 if run.recent_mean_return is not None]
         rows.append([
             *values,
             str(len(members)),
@@ -73,7 +78,7 @@ def _by_params(runs: Sequence[RunSummary], paths: list[str]) -> str:
             _number(sum(means) / len(means) if means else None),
             f"{_number(min(means))} .. {_number(max(means))}" if means else "-",
         ])
-    headers = [*paths, "RUNS", "FINISHED", "MEAN RETURN", "RANGE"]
+    headers = [*paths, "RUNS", "FINISHED", "MEAN RETURN (LAST 100)", "RANGE"]
     shift = len(paths)
     return "by sweep values\n" + _table(headers, rows, right={shift, shift + 1, shift + 2})
 

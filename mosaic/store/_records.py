@@ -12,7 +12,8 @@ class RunSummary:
     """One run as listed. Times are UTC; ``duration`` is in seconds, None if unknown.
 
     ``episodes`` and ``steps`` are the run's totals once it ended, and the totals of the
-    episodes recorded so far while it has not. ``mean_return`` is over recorded episodes.
+    episodes recorded so far while it has not. ``mean_return`` is over its recorded (training)
+    episodes, ``recent_mean_return`` over the last 100 of them.
     ``params`` are the values of the experiment's sweep the run was given, by key path;
     ``digest`` is the fingerprint of its trajectory, stored when it ended (None before).
     """
@@ -32,6 +33,7 @@ class RunSummary:
     error: str | None
     params: dict[str, Any] = field(default_factory=dict)
     digest: str | None = None
+    recent_mean_return: float | None = None
 
 
 @dataclass(frozen=True)

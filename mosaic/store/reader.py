@@ -283,9 +283,10 @@ class Store:
 
         Columns: ``run`` (uid), ``run_id``, ``experiment``, ``experiment_id``, ``run_index``,
         ``phase`` (None without phases), ``seed``, ``status``, ``started_at``, ``ended_at``
-        (UTC), ``duration`` (s), ``episodes``, ``steps``, ``mean_return`` and ``error`` as in
-        :class:`RunSummary`, and ``config``, the experiment's stored config (a dict). Raises
-        MissingExtra without pandas.
+        (UTC), ``duration`` (s), ``episodes``, ``steps``, ``recent_mean_return`` (of the last
+        100 episodes), ``mean_return`` (of all) and ``error`` as in :class:`RunSummary`, and
+        ``config``, the experiment's stored config (a dict). Raises MissingExtra without
+        pandas.
         """
         pd = require("pandas", "a DataFrame of runs")
         selected = self.select_runs(*runs, experiment=experiment)
@@ -300,7 +301,8 @@ class Store:
                 summary.uid, summary.id, summary.experiment, row.experiment_id, summary.run_index,
                 run_phase(summary.uid, summary.run_index), summary.seed, summary.status,
                 summary.started_at, summary.ended_at, summary.duration, summary.episodes,
-                summary.steps, summary.mean_return, summary.error, row.experiment_config,
+                summary.steps, summary.recent_mean_return, summary.mean_return, summary.error,
+                row.experiment_config,
             ))
         return pd.DataFrame.from_records(records, columns=list(RUN_COLUMNS))
 
@@ -424,6 +426,7 @@ class Store:
             episodes=int(row.episodes if final else row.recorded_episodes or 0),
             steps=int(row.steps if final else row.recorded_steps or 0),
             mean_return=_float(row.mean_return),
+            recent_mean_return=_float(row.recent_mean_return),
             error=row.error,
             params=dict(row.params or {}),
             digest=row.digest,
@@ -475,9 +478,20 @@ def _summary_query(ids: Collection[int] | None = None) -> sa.Select[Any]:
         .where(e.c.evaluation == sa.false())
         .group_by(e.c.run_id)
     )
+    # The mean return of each run's last RECENT_EPISODES training episodes: where a learner
+    # stands, which the mean over all its episodes understates.
+    ranked_query = sa.select(
+        e.c.run_id, e.c.total_return,
+        sa.func.row_number().over(partition_by=e.c.run_id, order_by=e.c.id.desc()).label("back"),
+    ).where(e.c.evaluation == sa.false())
     if ids is not None:
         agg_query = agg_query.where(e.c.run_id.in_(list(ids)))
+        ranked_query = ranked_query.where(e.c.run_id.in_(list(ids)))
     agg = agg_query.subquery()
+    ranked = ranked_query.subquery()
+    recent = (sa.select(ranked.c.run_id,
+                        sa.func.avg(ranked.c.total_return).label("recent_mean_return"))
+              .where(ranked.c.back <= RECENT_EPISODES).group_by(ranked.c.run_id).subquery())
     return (
         sa.select(
             r,
@@ -487,16 +501,19 @@ def _summary_query(ids: Collection[int] | None = None) -> sa.Select[Any]:
             agg.c.recorded_episodes,
             agg.c.recorded_steps,
             agg.c.mean_return,
+            recent.c.recent_mean_return,
         )
         .join(x, x.c.id == r.c.experiment_id)
         .outerjoin(agg, agg.c.run_id == r.c.id)
+        .outerjoin(recent, recent.c.run_id == r.c.id)
     )
 
 
 #: The columns of :meth:`Store.runs_frame`.
 RUN_COLUMNS = (
     "run", "run_id", "experiment", "experiment_id", "run_index", "phase", "seed", "status",
-    "started_at", "ended_at", "duration", "episodes", "steps", "mean_return", "error", "config",
+    "started_at", "ended_at", "duration", "episodes", "steps", "recent_mean_return", "mean_return",
+    "error", "config",
 )
 
 

@@ -229,6 +229,25 @@ def test_reader_sees_a_live_writer(tmp_path):
             assert store.show_run("live").step_rows == 10
 
 
+def test_a_run_lists_its_mean_return_of_the_last_100_episodes_and_of_all(tmp_path: Path) -> None:
+    path = tmp_path / "long.db"
+    with StoreWriter(path, encode=pickle.dumps) as writer:
+        experiment = writer.experiment_started("long", "long.yml", {})
+        run = writer.run_started(experiment, "long-0", 0, 1)
+        for episode in range(150):  # returns 0 .. 149: the last 100 are 50 .. 149
+            writer.record_episode(run, "cartpole", episode, 1, float(episode),
+                                  {"agent_0": float(episode)}, True, False, None)
+        # An evaluation episode counts in neither.
+        writer.record_episode(run, "cartpole", 0, 1, 1000.0, {"agent_0": 1000.0}, True, False,
+                              None, evaluation=True)
+    with open_store(path, decode=pickle.loads) as store:
+        [summary] = store.list_runs()
+        assert (summary.recent_mean_return, summary.mean_return) == (99.5, 74.5)
+        table = format_runs_table([summary]).splitlines()
+        assert "MEAN RETURN (LAST 100)" in table[0] and "(ALL)" in table[0]
+        assert table[1].split()[-2:] == ["99.5", "74.5"]
+
+
 def test_runs_table_is_aligned(store):
     lines = format_runs_table(store.list_runs()).splitlines()
     header, body = lines[0], lines[1:]
