@@ -24,7 +24,7 @@ from mosaic.cli.keys import keys
 from mosaic.cli.results import export, plot
 from mosaic.cli.store import store as store_group
 from mosaic.core.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_SIGNAL
-from mosaic.core.imports import user_folder_last
+from mosaic.core.imports import add_user_folder, user_folder_last
 from mosaic.core.process_exit import exit_process, exit_status
 
 log = logging.getLogger(__name__)
@@ -128,6 +128,7 @@ def experiment_start(file: str, store: str | None, jobs: int | None, ray: str | 
     configure_logging(logging.WARNING - 10 * min(verbose, 2))
     from mosaic.cli.processes import keep_command_zygote, start_command_zygote
 
+    add_user_folder(Path(file).expanduser().resolve().parent)  # for the zygote's forks too
     start_command_zygote(file, ray)  # it imports while this process goes on
     experiment = _load(file, store, settings)
     keep_command_zygote(experiment)

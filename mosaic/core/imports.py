@@ -58,8 +58,28 @@ _SYS_PATH_HINT = (
 )
 
 
+#: The folders of experiment files whose modules may be imported, for the processes a command
+#: starts (see :func:`add_user_folder`).
+USER_PATH_VARIABLE = "MOSAIC_USER_PATH"
+
+
+def add_user_folder(folder: str | os.PathLike[str]) -> None:
+    """Make ``folder`` (an experiment file's) importable, after the current folder: a module
+    beside the file is found whatever folder the command runs in. Component processes and
+    zygotes started from now on find it too (:data:`USER_PATH_VARIABLE`, read by
+    :func:`user_folder_last`)."""
+    path = os.path.abspath(folder)
+    listed = [entry for entry in os.environ.get(USER_PATH_VARIABLE, "").split(os.pathsep)
+              if entry]
+    if path not in listed:
+        os.environ[USER_PATH_VARIABLE] = os.pathsep.join([*listed, path])
+    if path not in sys.path:
+        sys.path.append(path)
+
+
 def user_folder_last() -> None:
-    """Make the current folder the last entry of ``sys.path``, after the installed packages.
+    """Make the current folder the last entry of ``sys.path``, after the installed packages,
+    followed by the experiment files' folders a parent command named (:func:`add_user_folder`).
 
     The modules of a user's own that an experiment file names are imported from there, but a
     ``numpy.py`` or ``sqlalchemy.py`` there must not shadow the package mosaic imports (``python
@@ -73,6 +93,9 @@ def user_folder_last() -> None:
     except OSError:  # removed under this process: nothing can be imported from it anyway
         return
     sys.path[:] = [*(entry for entry in sys.path if entry not in ("", ".", here)), here]
+    for folder in os.environ.get(USER_PATH_VARIABLE, "").split(os.pathsep):
+        if folder and folder not in sys.path:
+            sys.path.append(folder)
 
 
 class ImportPathError(ImportError):

@@ -36,6 +36,7 @@ from mosaic.core.config_yaml import (
     require_mapping,
 )
 from mosaic.core.errors import ConfigError
+from mosaic.core.imports import add_user_folder
 from mosaic.core.store_path import resolve_store
 from mosaic.experiment.paths import PathError, covers, set_value
 from mosaic.experiment.schema import MAX_RUNS, Experiment, ExperimentFile, SweepPoint
@@ -93,6 +94,7 @@ def load_experiment(
     shown = os.fspath(path)
     document = read_document(shown, _EXPERIMENT)
     source = Path(shown).expanduser().resolve()
+    add_user_folder(source.parent)  # its modules are named beside it
     return _build(shown, document, source, store_override, overrides)
 
 
@@ -111,6 +113,7 @@ def check_experiment(path: str | os.PathLike[str], *,
     shown = os.fspath(path)
     document = read_document(shown, _EXPERIMENT)
     source = Path(shown).expanduser().resolve()
+    add_user_folder(source.parent)
     experiment = _build(shown, document, source, store_override, overrides)
     problems = probe_environments(experiment)
     if problems:

@@ -301,3 +301,21 @@ def test_the_users_folder_does_not_shadow_mosaics_imports(tmp_path, process_tag,
     # The command (checking the file) and the environment's own process both imported it.
     importers = set((tmp_path / "imported.log").read_text().split())
     assert len(importers) >= 2, importers
+
+
+def test_a_module_beside_the_file_is_found_from_any_folder(tmp_path, process_tag):
+    """The file names a module of its own folder; the command runs in another one: the command
+    (checking the file) and the component processes (forks of the zygote) find it there."""
+    folder, elsewhere = tmp_path / "experiment", tmp_path / "elsewhere"
+    folder.mkdir()
+    elsewhere.mkdir()
+    (folder / "my_env.py").write_text(USER_ENV)
+    write_experiment(folder, cartpole(env="my_env:MyCartPole", placement="process"))
+    done = subprocess.run([*mosaic_command(), "experiment-start", "../experiment/experiment.yml",
+                           "--store", "results.sqlite", "-q"], cwd=elsewhere,
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert done.returncode == 0, done.stderr
+    [(status, steps)] = query(elsewhere / "results.sqlite", "SELECT status, steps FROM runs")
+    assert status == "finished" and steps > 0
+    assert len(set((folder / "imported.log").read_text().split())) >= 2

@@ -4,6 +4,7 @@ refused at load, naming the extra."""
 
 from __future__ import annotations
 
+import shutil
 import statistics
 
 import pytest
@@ -45,8 +46,9 @@ def test_the_torch_ppo_example_trains_and_tests_in_processes(tmp_path, process_t
 def test_a_torch_model_of_ones_own_learns_cartpole(tmp_path, process_tag):
     path = _shortened(tmp_path, "torch_custom_agent.yml",
                       ("    episodes: 300", "    episodes: 60"))
+    # Its module beside it, as in examples/; the command runs in the repository's root.
+    shutil.copy(REPO / "examples" / "torch_custom_agent.py", tmp_path)
     store = tmp_path / "custom.sqlite"
-    # Run from the repository's root, as the file says: its module is examples.torch_custom_agent.
     result = run_mosaic("experiment-start", str(path), "--store", str(store), timeout=200)
     assert result.returncode == 0, result.stderr
     returns = [r for (r,) in query(store, "SELECT total_return FROM episodes ORDER BY id")]
