@@ -9,12 +9,17 @@ node, one CPU each), against the same work without Ray, measured in the same run
    actor on the second node (``placement: ray``; tcp with CURVE), against the environment in a
    process of its own on ipc; the digests must be equal; reports the steps/s of each and the
    ratio.
+4. **Rollout workers on the cluster.** One run of the 1 ms-per-step CartPole with ``rollouts:
+   1, 2, 4, 8`` (one copy each), the workers as Ray actors (``placement: ray``, placed where
+   Ray puts them); reports each one's env-steps/s while it stepped (from its ``running`` to its
+   ``stopping`` transition) and the speed-up over one worker, and checks that the same number
+   of workers in threads of the command gives the same digest.
 3. **A node killed mid-run.** Two runs on the cluster, one per node; the second node's raylet is
    SIGKILLed while both step; reports the seconds from the kill until the run there is recorded
    as failed (target: 5 s at most), its error, and that the other run finished. The same with
    the runs in the command and the environment of one of them on the second node.
 
-Usage: python benchmarks/ray_cluster.py [--runs 8] [--episodes 60] [--trials 1]
+Usage: python benchmarks/ray_cluster.py [--runs 8] [--episodes 60] [--trials 1] [--parts 1234]
 """
 
 from __future__ import annotations
@@ -62,6 +67,23 @@ agents:
     muscle: mosaic.agents:RandomMuscle
 executor:
   ray: {{runs: false, component_cpus: 0, component_resources: {{{second}: 0.01}}}}
+"""
+ROLLOUTS = """\
+uid: rollouts
+seed: 6
+episodes: {episodes}
+store: {{record_steps: episodes}}
+environments:
+  - uid: cartpole
+    env: busy_env:BusyCartPole
+    params: {{busy_ms: 1.0}}
+    placement: {placement}
+    rollouts: {rollouts}
+agents:
+  - uid: random
+    muscle: mosaic.agents:RandomMuscle
+executor:
+  ray: {{runs: false, component_cpus: 0}}
 """
 KILL = """\
 uid: kill
@@ -146,6 +168,27 @@ def remote_environment(cluster: ray_cluster.Cluster, folder: Path,
             "ratio": rates["ray"] / rates["process"]}
 
 
+def rollouts_on_the_cluster(cluster: ray_cluster.Cluster, folder: Path,
+                            episodes: int) -> list[dict[str, float]]:
+    """Env-steps/s of 1, 2, 4 and 8 rollout workers on the cluster, while they stepped."""
+    measured = []
+    for workers in (1, 2, 4, 8):
+        digests = []
+        rate = 0.0
+        for placement in ("ray", "thread"):
+            _, store, _ = mosaic(cluster, folder, ROLLOUTS.format(
+                episodes=episodes * workers, placement=placement, rollouts=workers))
+            (steps, digest), = rows(store, "SELECT steps, digest FROM runs")
+            digests.append(digest)
+            if placement == "ray":
+                at = dict(rows(store, "SELECT to_state, at FROM transitions"))
+                rate = float(steps) / (float(at["stopping"]) - float(at["running"]))
+        if digests[0] != digests[1]:
+            raise SystemExit(f"{workers} workers on the cluster took other trajectories")
+        measured.append({"workers": float(workers), "rate": rate})
+    return measured
+
+
 def killed_node(folder: Path, *, on_ray: bool) -> dict[str, object]:
     """A fresh cluster; two runs; the second node's raylet killed while both step."""
     cluster = ray_cluster.start((str(HERE),))
@@ -187,17 +230,19 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=8)
     parser.add_argument("--episodes", type=int, default=60)
     parser.add_argument("--trials", type=int, default=1)
-    parser.add_argument("--parts", default="123", help="which of the three to measure")
+    parser.add_argument("--parts", default="1234", help="which of the four to measure")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mosaic-ray-bench-") as tmp:
         folder = Path(tmp)
-        if "1" in args.parts or "2" in args.parts:
+        if "1" in args.parts or "2" in args.parts or "4" in args.parts:
             cluster = ray_cluster.start((str(HERE),))
             try:
                 trials = [runs_on_the_cluster(cluster, folder, args.runs, args.episodes)
                           for _ in range(args.trials) if "1" in args.parts]
                 remote = [remote_environment(cluster, folder, args.episodes * 3)
                           for _ in range(args.trials) if "2" in args.parts]
+                rollouts = (rollouts_on_the_cluster(cluster, folder, args.episodes)
+                            if "4" in args.parts else [])
             finally:
                 ray_cluster.stop(cluster)
             if trials:
@@ -216,6 +261,13 @@ def main() -> None:
                 print(f"   ipc {trial['ipc_steps_per_s']:.0f} steps/s, second node "
                       f"{trial['ray_steps_per_s']:.0f} steps/s: ratio {trial['ratio']:.2f}, "
                       "same digest")
+            if rollouts:
+                one = rollouts[0]["rate"]
+                print("4. rollout workers on the two-node cluster (1 CPU per node), 1 ms a step:")
+                for measured in rollouts:
+                    print(f"   {measured['workers']:.0f} worker(s): {measured['rate']:,.0f} "
+                          f"env-steps/s, {measured['rate'] / one:.2f}x one worker; the digest "
+                          "of as many workers in threads")
         if "3" not in args.parts:
             return
         for on_ray, what in ((True, "runs on the cluster, one per node"),
