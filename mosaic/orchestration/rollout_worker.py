@@ -67,6 +67,9 @@ WORK_CHUNK_S = 0.005
 #: How many records (step rows count one each) wait for the controller before the worker
 #: pauses until they are collected.
 MAX_UNCOLLECTED = 50_000
+#: How many bytes of observations and actions may wait for the controller before the worker
+#: pauses: a collect's answer stays far below the codec's frame limit with images too.
+MAX_UNCOLLECTED_BYTES = 16 * 1024 * 1024
 
 
 class RolloutWorker(Component):
@@ -83,6 +86,7 @@ class RolloutWorker(Component):
         self._ledger: _WorkerLedger | None = None
         self._records: list[tuple[str, Any]] = []
         self._uncollected = 0
+        self._uncollected_bytes = 0
         self._steps_reported = 0
         self._muscle_done = False
         #: Why the worker stopped stepping before its episodes were done (None: it did not).
@@ -144,7 +148,8 @@ class RolloutWorker(Component):
     def has_work(self) -> bool:
         core = self._core
         return (core is not None and not core.finished
-                and self._uncollected < MAX_UNCOLLECTED)
+                and self._uncollected < MAX_UNCOLLECTED
+                and self._uncollected_bytes < MAX_UNCOLLECTED_BYTES)
 
     def do_work(self) -> None:
         core = self._core
@@ -194,8 +199,11 @@ class RolloutWorker(Component):
         if ledger is None:
             return
         if ledger.rows:
-            self._records.append(("steps", (ledger.rows,)))
-            self._uncollected += len(ledger.rows)
+            rows = ledger.rows
+            self._records.append(("steps", (rows,)))
+            self._uncollected += len(rows)
+            # The rows of a hand-over have the same shapes: the first one sizes them all.
+            self._uncollected_bytes += len(rows) * _row_bytes(rows[0])
             ledger.rows = []
         if ledger.metric_rows:
             self._records.append(("metrics", (ledger.metric_rows,)))
@@ -249,6 +257,7 @@ class RolloutWorker(Component):
         ledger, core = self._ledger, self._core
         records, self._records = tuple(self._records), []
         self._uncollected = 0
+        self._uncollected_bytes = 0
         if ledger is None or core is None:
             return RolloutCollectResponse(self.uid, records, 0, (), False, "", self.failure)
         progress = ledger.progress
@@ -271,6 +280,13 @@ class RolloutWorker(Component):
             finally:
                 muscle.close_clients()
         self._environment.on_shutdown()
+
+
+def _row_bytes(row: tuple[Any, ...]) -> int:
+    """About how many bytes a step row takes on the wire: its observation and action (the
+    rest is a few numbers)."""
+    observation, action = row[6], row[7]
+    return 64 + int(getattr(observation, "nbytes", 8)) + int(getattr(action, "nbytes", 8))
 
 
 class _WorkerLedger(Ledger):
