@@ -1,121 +1,145 @@
-"""An HTTP POST whose whole exchange is bounded by one timeout, not each socket read.
+"""An HTTP POST whose whole exchange, body included, is bounded by one timeout.
 
-``urllib``'s ``timeout`` bounds every socket operation on its own, so a server that sends a byte
-every few seconds keeps a request alive forever. :func:`post` starts a timer beside the request;
-when it fires it shuts the request's socket down, which ends any read in progress at once. The
-standard library's proxy handling (``HTTP_PROXY`` and friends) is kept.
+httpx's timeouts, like urllib's, bound each network operation on its own (connecting, one write,
+one read): a server that sends its answer a byte every few seconds keeps a request alive for as
+long as it likes. :class:`BoundedClient` runs each request on httpx's asynchronous client inside
+``asyncio.timeout``, which cancels the exchange wherever it is (connecting, sending, waiting for
+the status line, reading the body) when the time is up; the cancelled connection is closed. One
+event loop and one connection pool serve all the requests of a client, so a connection is reused
+from one request to the next. The standard proxy variables (``HTTP_PROXY``, ``HTTPS_PROXY``,
+``ALL_PROXY``, ``NO_PROXY``) are honoured (httpx's ``trust_env``); a ``socks5://`` proxy needs
+the ``httpx[socks]`` extra.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import http.client
-import socket
-import threading
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Mapping
-from typing import Any
+import email.utils
+import math
+import time
+from collections.abc import Mapping
 
-__all__ = ["RequestFailed", "post"]
+import httpx
+
+__all__ = ["BoundedClient", "RequestFailed", "retry_after_seconds"]
 
 
 class RequestFailed(Exception):
     """The request did not get a 2xx answer in time.
 
     ``reason`` is ``http`` (the server answered with an error ``status``), ``timeout`` (no
-    complete answer within the timeout) or ``connection`` (refused, reset, unreachable).
+    complete answer within the timeout) or ``connection`` (refused, reset, unreachable, or the
+    exchange broke off). ``retry_after`` is the wait in seconds that an ``http`` answer asked for
+    in its ``Retry-After`` header (None without a readable one).
     """
 
-    def __init__(self, reason: str, message: str, status: int | None = None) -> None:
+    def __init__(self, reason: str, message: str, status: int | None = None,
+                 retry_after: float | None = None) -> None:
         super().__init__(message)
         self.reason = reason
         self.status = status
+        self.retry_after = retry_after
 
 
-class _Connections:
-    """The connections one request opened, so that the timer can cut them."""
+class BoundedClient:
+    """POSTs whose whole exchange ends within a timeout (see the module docstring).
+
+    Not thread-safe: one thread makes the requests. :meth:`close` it when done.
+    """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._open: list[http.client.HTTPConnection] = []
-        self.cut = False
+        # No timeout of httpx's own: asyncio.timeout bounds each whole exchange (see post).
+        self._client = httpx.AsyncClient(trust_env=True, follow_redirects=True, timeout=None)
+        self._runner: asyncio.Runner | None = None
 
-    def factory(self, cls: type[http.client.HTTPConnection]) -> Callable[..., Any]:
-        def make(host: str, **kwargs: Any) -> http.client.HTTPConnection:
-            connection = cls(host, **kwargs)
-            with self._lock:
-                self._open.append(connection)
-            return connection
+    def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout: float,
+             max_bytes: int) -> bytes:
+        """POST ``body`` to ``url``; the first ``max_bytes`` of a 2xx answer's body.
 
-        return make
+        The whole exchange (connect, send, status, headers and body) ends within ``timeout``
+        seconds. Raises :class:`RequestFailed` otherwise, or for an error status (its message
+        holds the start of the error body).
+        """
+        if self._runner is None:
+            self._runner = asyncio.Runner()
+        return self._runner.run(self._post(url, body, headers, timeout, max_bytes))
 
-    def cut_all(self) -> None:
-        with self._lock:
-            self.cut = True
-            for connection in self._open:
-                sock = connection.sock
-                if sock is not None:
-                    with contextlib.suppress(OSError):
-                        sock.shutdown(socket.SHUT_RDWR)
+    def close(self) -> None:
+        """Close the connections and the event loop; a request still pending (the worker was
+        told to stop in the middle of one) is cancelled. Safe to call twice."""
+        runner, self._runner = self._runner, None
+        if runner is None:
+            return
+        try:
+            pending = asyncio.all_tasks(runner.get_loop())
+            for task in pending:
+                task.cancel()
+            with contextlib.suppress(Exception):
+                runner.run(self._aclose(pending))
+        finally:
+            runner.close()
+
+    async def _aclose(self, pending: set[asyncio.Task[object]]) -> None:
+        await asyncio.gather(*pending, return_exceptions=True)
+        await self._client.aclose()
+
+    async def _post(self, url: str, body: bytes, headers: Mapping[str, str], timeout: float,
+                    max_bytes: int) -> bytes:
+        try:
+            async with asyncio.timeout(timeout), self._client.stream(
+                    "POST", url, content=body, headers=dict(headers)) as response:
+                if response.is_success:
+                    return await _read(response, max_bytes)
+                detail = (await _read(response, 300)).decode("utf-8", "replace")
+                raise RequestFailed(
+                    "http", f"HTTP {response.status_code} {response.reason_phrase}: "
+                            f"{detail.strip()[:200]}",
+                    response.status_code, retry_after_seconds(response.headers.get("Retry-After")))
+        except (TimeoutError, httpx.TimeoutException) as exc:
+            raise RequestFailed("timeout",
+                                f"request failed: timed out after {timeout:g} s") from exc
+        except httpx.HTTPError as exc:
+            raise RequestFailed("connection", f"request failed: {_describe(exc)}") from exc
 
 
-class _HTTP(urllib.request.HTTPHandler):
-    def __init__(self, connections: _Connections) -> None:
-        super().__init__()
-        self._connections = connections
-
-    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(self._connections.factory(http.client.HTTPConnection), req)
-
-
-class _HTTPS(urllib.request.HTTPSHandler):
-    def __init__(self, connections: _Connections) -> None:
-        super().__init__()
-        self._connections = connections
-
-    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(self._connections.factory(http.client.HTTPSConnection), req)
+def _describe(exc: BaseException) -> str:
+    """``ConnectError: All connection attempts failed (ConnectionRefusedError: [Errno 111] ...)``:
+    the error, and the operating system's error under it when there is one."""
+    text = f"{type(exc).__name__}: {str(exc) or 'the exchange broke off'}"
+    cause, seen = exc.__cause__ or exc.__context__, 0
+    root: BaseException | None = None
+    while cause is not None and seen < 10:  # the deepest OS error in the chain
+        if isinstance(cause, OSError) and cause.errno is not None:
+            root = cause
+        cause, seen = cause.__cause__ or cause.__context__, seen + 1
+    return f"{text} ({type(root).__name__}: {root})" if root is not None else text
 
 
-def post(url: str, body: bytes, headers: Mapping[str, str], timeout: float,
-         max_bytes: int) -> bytes:
-    """POST ``body`` to ``url``; the first ``max_bytes`` of a 2xx answer's body.
+async def _read(response: httpx.Response, limit: int) -> bytes:
+    """At most ``limit`` bytes of ``response``'s (decoded) body; stops reading there."""
+    data = bytearray()
+    async for chunk in response.aiter_bytes():
+        data += chunk
+        if len(data) >= limit:
+            break
+    return bytes(data[:limit])
 
-    The whole exchange (connect, send, status, headers and body) takes at most about
-    ``timeout`` seconds. Raises :class:`RequestFailed` otherwise, or for an error status (its
-    message holds the start of the error body).
-    """
-    connections = _Connections()
-    opener = urllib.request.build_opener(_HTTP(connections), _HTTPS(connections))
-    request = urllib.request.Request(url, data=body, headers=dict(headers), method="POST")
-    timer = threading.Timer(timeout, connections.cut_all)
-    timer.daemon = True  # a worker told to stop must not wait for it
-    timer.start()
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """The wait a ``Retry-After`` header asks for: its seconds, or the time until its HTTP date
+    (0 for a date past); None for no header or one that is neither."""
+    if value is None or not value.strip():
+        return None
+    value = value.strip()
     try:
-        with opener.open(request, timeout=timeout) as response:
-            raw: bytes = response.read(max_bytes)
-        if connections.cut:  # the timer ended the read: what came is not the whole answer
-            raise _timed_out(timeout)
-        return raw
-    except urllib.error.HTTPError as exc:
-        if connections.cut:
-            raise _timed_out(timeout) from exc
-        detail = ""
-        with contextlib.suppress(OSError, http.client.HTTPException):
-            detail = exc.read(300).decode("utf-8", "replace") if exc.fp is not None else ""
-        raise RequestFailed("http", f"HTTP {exc.code} {exc.reason}: {detail.strip()[:200]}",
-                            exc.code) from exc
-    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
-        if connections.cut or isinstance(exc, TimeoutError) or isinstance(
-                getattr(exc, "reason", None), TimeoutError):
-            raise _timed_out(timeout) from exc
-        why = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-        raise RequestFailed("connection", f"request failed: {type(why).__name__}: {why}") from exc
-    finally:
-        timer.cancel()
-        connections.cut_all()  # nothing of this request stays open
-
-
-def _timed_out(timeout: float) -> RequestFailed:
-    return RequestFailed("timeout", f"request failed: timed out after {timeout:g} s")
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:  # RFC 9110 dates are in GMT
+            return None
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    return max(0.0, seconds) if math.isfinite(seconds) else None

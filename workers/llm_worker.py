@@ -1,11 +1,17 @@
 """LLM worker: asks an OpenAI-compatible chat-completions endpoint for each action.
 
-Each action is one ``POST {base_url}/chat/completions`` request (no retries) with a system prompt
-and a user message holding the observation (as JSON, floats rounded to 4 digits, at most 4000
-characters) and the legal actions (with names from ``--action-names`` when given). ``--timeout``
-bounds the whole request, connection to last byte: a server that trickles its answer is cut off
-on time. The API key is read from the environment variable named by ``--api-key-env`` (default
-``OPENAI_API_KEY``) and sent as a bearer token when set.
+Each action is a ``POST {base_url}/chat/completions`` request (through httpx, see
+``workers/_bounded_http.py``) with a system prompt and a user message holding the observation
+(as JSON, floats rounded to 4 digits, at most 4000 characters) and the legal actions (with names
+from ``--action-names`` when given). ``--timeout`` bounds the whole action, retries included,
+connection to last byte: a server that trickles its answer, stalls after its headers or never
+answers is cut off on time. A request that got HTTP 429 or 5xx or could not connect is retried
+up to ``--max-retries`` times (default 2), after about ``--retry-backoff`` seconds (default 0.5),
+doubling each time, with jitter from the worker's seed stream, or after the ``Retry-After`` the
+server asked for; a retry that would not fit in ``--timeout`` is not made (see
+``workers/_retry.py``). The API key is read from the environment variable named by
+``--api-key-env`` (default ``OPENAI_API_KEY``) and sent as a bearer token when set. The standard
+proxy variables are honoured (the launcher removes them unless ``keep_proxy_env`` is set).
 
 Parsing the reply: ``<think>...</think>`` blocks are dropped, then the first integer in the text
 that is a legal action is the action ("I pick 3" -> 3; "Action 7 is illegal, so 2" -> 2 when 7 is
@@ -17,15 +23,19 @@ Every ``step`` and ``action_selected`` reply carries ``llm``, the account of tha
 
     {"source": "model" | "fallback", "reason": null | "http" | "timeout" | "connection"
      | "bad_response" | "no_action", "http_status": 500 | null, "error": null | "...",
-     "prompt_tokens": 12, "completion_tokens": 3, "endpoint": "http://.../chat/completions"}
+     "prompt_tokens": 12, "completion_tokens": 3, "retries": 0,
+     "endpoint": "http://.../chat/completions"}
 
 ``reason`` says why the fallback was played: an HTTP error status (``http_status`` holds it),
 no complete answer within ``--timeout``, a failed connection, a body that is not a chat
-completion, or a completion that names no legal action. Token counts are the request's own
-``usage`` (0 when the endpoint sent none). The replies also carry ``tokens``, the cumulative
-``prompt_tokens``, ``completion_tokens`` and ``total_tokens`` since the worker started and
-``requests``, the number of requests made, and ``llm_error`` (the error text) on a fallback.
-The first fallback for each reason is logged as a warning, later ones at debug level.
+completion, or a completion that names no legal action; for the first three, after the retries
+(``error`` says how many, and why no other was made). ``retries`` is the number of retries this
+action took, whatever its source. Token counts are the request's own ``usage`` (0 when the
+endpoint sent none). The replies also carry ``tokens``, the cumulative ``prompt_tokens``,
+``completion_tokens`` and ``total_tokens`` since the worker started and ``requests``, the number
+of HTTP requests made (retries included), and ``llm_error`` (the error text) on a fallback.
+The first fallback for each reason is logged as a warning, later ones at debug level; the first
+retry for each reason at info level, later ones at debug level.
 """
 
 from __future__ import annotations
@@ -48,7 +58,8 @@ from mosaic.operators.worker.runtime import (
     noop_action,
     run_worker,
 )
-from workers._bounded_http import RequestFailed, post
+from workers._bounded_http import BoundedClient, RequestFailed
+from workers._retry import Retry, RetryPolicy, with_retries
 
 __all__ = ["LLMError", "LLMPolicy", "main", "parse_action"]
 
@@ -61,6 +72,9 @@ DEFAULT_SYSTEM_PROMPT = (
     "You are an agent acting in the environment {env}. Each turn you receive an observation and "
     "the list of legal actions. Reply with the number of the action you choose."
 )
+
+#: The spawn key of the retry jitter's stream, beside the fallback's stream of the same seed.
+_JITTER_STREAM = 1
 
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _INTEGER = re.compile(r"-?\d+")
@@ -120,10 +134,17 @@ class LLMPolicy(BasePolicy):
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
         env_name: str = "",
         action_names: list[str] | None = None,
+        max_retries: int = 2,
+        retry_backoff: float = 0.5,
     ) -> None:
         if fallback not in FALLBACKS:
             raise ValueError(f"fallback must be one of {FALLBACKS}; got {fallback!r}")
+        if not timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds; got {timeout}")
+        if not base_url.lower().startswith(("http://", "https://")):
+            raise ValueError(f"the base URL must start with http:// or https://; got {base_url!r}")
         self.url = base_url.rstrip("/") + "/chat/completions"
+        self.retry = RetryPolicy(max_retries, retry_backoff)
         self.model = model
         self.api_key = api_key
         self.timeout = timeout
@@ -136,14 +157,24 @@ class LLMPolicy(BasePolicy):
         self.tokens = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0,
                        "requests": 0}
         self._rng = np.random.default_rng()
+        self._jitter = np.random.default_rng()
         self._account: dict[str, Any] | None = None
         self._warned: set[str] = set()
+        self._warned_retry: set[str] = set()
         self._player: str | None = None
+        self._http = BoundedClient()  # last: it reads the proxy variables and may refuse them
 
     def reset(self, seed: int | None) -> None:
-        """Seed the random fallback; None keeps the current stream."""
+        """Seed the random fallback and the retries' jitter (two streams, so that retries never
+        shift the fallback's choices); None keeps the current streams."""
         if seed is not None:
             self._rng = np.random.default_rng(seed)
+            self._jitter = np.random.default_rng(
+                np.random.SeedSequence(seed, spawn_key=(_JITTER_STREAM,)))
+
+    def close(self) -> None:
+        """Close the HTTP connections."""
+        self._http.close()
 
     def init_agent(
         self, player_id: str, env_name: str | None, task: str | None, settings: dict[str, Any]
@@ -165,7 +196,7 @@ class LLMPolicy(BasePolicy):
         candidates = legal_actions if legal_actions is not None else discrete_actions(action_space)
         if not candidates:
             raise ValueError("the LLM worker needs legal actions or a Discrete action space")
-        usage = {"prompt_tokens": 0, "completion_tokens": 0}
+        usage = {"prompt_tokens": 0, "completion_tokens": 0, "retries": 0}
         try:
             reply = self._complete(self._messages(observation, candidates), usage)
             action = parse_action(reply, candidates)
@@ -204,6 +235,7 @@ class LLMPolicy(BasePolicy):
             "error": str(error) if error is not None else None,
             "prompt_tokens": usage["prompt_tokens"],
             "completion_tokens": usage["completion_tokens"],
+            "retries": usage["retries"],
             "endpoint": self.url,
         }
 
@@ -223,8 +255,8 @@ class LLMPolicy(BasePolicy):
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def _complete(self, messages: list[dict[str, str]], usage: dict[str, int]) -> str:
-        """The completion's text; the request's token counts go to ``usage``. Raises
-        :class:`LLMError`."""
+        """The completion's text; the request's token counts and retries go to ``usage``.
+        Raises :class:`LLMError`."""
         body = json.dumps({
             "model": self.model, "messages": messages, "temperature": self.temperature,
             "max_tokens": self.max_tokens,
@@ -232,9 +264,18 @@ class LLMPolicy(BasePolicy):
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        self.tokens["requests"] += 1
+
+        def attempt(seconds_left: float) -> bytes:
+            self.tokens["requests"] += 1
+            return self._http.post(self.url, body, headers, seconds_left, MAX_BODY_BYTES)
+
+        def on_retry(retry: Retry) -> None:
+            usage["retries"] += 1
+            self._log_retry(retry)
+
         try:
-            raw = post(self.url, body, headers, self.timeout, MAX_BODY_BYTES)
+            raw = with_retries(attempt, timeout=self.timeout, policy=self.retry, rng=self._jitter,
+                               on_retry=on_retry)
         except RequestFailed as exc:
             raise LLMError(exc.reason, str(exc), exc.status) from exc
         try:
@@ -250,6 +291,19 @@ class LLMPolicy(BasePolicy):
         if not isinstance(content, str):
             raise LLMError("bad_response", f"the completion has no text content: {content!r:.200}")
         return content
+
+    def _log_retry(self, retry: Retry) -> None:
+        failure = retry.failure
+        kind = f"http {failure.status}" if failure.reason == "http" else failure.reason
+        waited = "Retry-After" if retry.retry_after else "backoff"
+        if kind not in self._warned_retry:  # one info line per kind, not one per retry
+            self._warned_retry.add(kind)
+            log.info("LLM request failed (%s), retry %d of %d in %.2f s (%s): %s; further "
+                     "retries after %s are logged at debug level", kind, retry.number, retry.of,
+                     retry.wait, waited, failure, kind)
+        else:
+            log.debug("LLM request failed (%s), retry %d of %d in %.2f s (%s): %s", kind,
+                      retry.number, retry.of, retry.wait, waited, failure)
 
     def _count_usage(self, payload: Any, usage: dict[str, int]) -> None:
         counts = payload.get("usage") if isinstance(payload, dict) else None
@@ -286,7 +340,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY",
                         help="name of the environment variable holding the API key")
     parser.add_argument("--timeout", type=float, default=30.0,
-                        help="seconds for a whole request, connection to last byte (default 30)")
+                        help="seconds for a whole action, connection to last byte, retries "
+                             "included (default 30)")
+    parser.add_argument("--max-retries", type=int, default=2,
+                        help="retries of a request that got HTTP 429 or 5xx or could not "
+                             "connect, within --timeout (default 2; 0: none)")
+    parser.add_argument("--retry-backoff", type=float, default=0.5,
+                        help="seconds before the first retry, doubled for each next one, with "
+                             "jitter; a Retry-After header overrides it (default 0.5)")
     parser.add_argument("--fallback", choices=FALLBACKS, default="random",
                         help="action used when the request fails or the reply has no legal "
                              "action (default random, from the operator's seed stream)")
@@ -313,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
             fallback=args.fallback, temperature=args.temperature, max_tokens=args.max_tokens,
             system_prompt=args.system_prompt, env_name=args.env_id,
             action_names=[n.strip() for n in args.action_names.split(",") if n.strip()],
+            max_retries=args.max_retries, retry_backoff=args.retry_backoff,
         )
 
     return run_worker("llm_worker", args, make_policy)

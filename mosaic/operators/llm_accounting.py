@@ -3,7 +3,8 @@
 The LLM worker puts an ``llm`` field in each ``step`` and ``action_selected`` reply (see
 ``workers/llm_worker.py``): ``source`` (``model`` or ``fallback``), ``reason`` (``http``,
 ``timeout``, ``connection``, ``bad_response`` or ``no_action``), ``http_status``, ``error``, the
-request's ``prompt_tokens`` and ``completion_tokens``, and the ``endpoint``. Any worker that
+request's ``prompt_tokens`` and ``completion_tokens``, the ``retries`` it took (HTTP 429, 5xx or
+a failed connection tried again), and the ``endpoint``. Any worker that
 sends the field in that shape is accounted for the same way. Script mode, Manual mode and
 :class:`~mosaic.operators.OperatorMuscle` keep a :class:`FallbackTally` per operator, store each
 action's account as metrics (:func:`account_metrics`) and fail an operator whose fallback share
@@ -45,14 +46,16 @@ def _count(account: Mapping[str, Any], key: str) -> int:
 def account_metrics(account: Mapping[str, Any]) -> list[tuple[str, float]]:
     """The account of one action as named values for the ``metrics`` table.
 
-    ``llm.fallback`` (1 or 0), ``llm.prompt_tokens`` and ``llm.completion_tokens``; on a fallback
-    also ``llm.fallback.<reason>``, whose value is the HTTP status for ``http`` and 1 otherwise.
+    ``llm.fallback`` (1 or 0), ``llm.prompt_tokens``, ``llm.completion_tokens`` and
+    ``llm.retries`` (the requests tried again for this action); on a fallback also
+    ``llm.fallback.<reason>``, whose value is the HTTP status for ``http`` and 1 otherwise.
     """
     fallback = account.get("source") == "fallback"
     metrics: list[tuple[str, float]] = [
         ("llm.fallback", 1.0 if fallback else 0.0),
         ("llm.prompt_tokens", float(_count(account, "prompt_tokens"))),
         ("llm.completion_tokens", float(_count(account, "completion_tokens"))),
+        ("llm.retries", float(_count(account, "retries"))),
     ]
     if fallback:
         status = _count(account, "http_status")
@@ -69,6 +72,7 @@ class FallbackTally:
     fallbacks: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    retries: int = 0
     reasons: Counter[str] = field(default_factory=Counter)
     first_error: str | None = None
     endpoint: str | None = None
@@ -78,6 +82,7 @@ class FallbackTally:
         self.actions += 1
         self.prompt_tokens += _count(account, "prompt_tokens")
         self.completion_tokens += _count(account, "completion_tokens")
+        self.retries += _count(account, "retries")
         if isinstance(account.get("endpoint"), str):
             self.endpoint = account["endpoint"]
         if account.get("source") != "fallback":
@@ -90,9 +95,10 @@ class FallbackTally:
             self.first_error = str(account.get("error") or reason)
 
     def counts(self) -> dict[str, int]:
-        """Actions, fallbacks and tokens, as a telemetry record holds them."""
+        """Actions, fallbacks, tokens and retries, as a telemetry record holds them."""
         return {"actions": self.actions, "fallbacks": self.fallbacks,
-                "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+                "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "retries": self.retries}
 
     @property
     def share(self) -> float:
@@ -104,11 +110,12 @@ class FallbackTally:
         return self.actions > 0 and self.share > max_fraction
 
     def describe(self) -> str:
-        """``3 of 18 actions were fallbacks (http 500: 3)``, with tokens."""
+        """``3 of 18 actions were fallbacks (http 500: 3)``, with tokens and any retries."""
         text = f"{self.fallbacks} of {self.actions} actions were fallbacks"
         if self.reasons:
             text += " (" + ", ".join(f"{r}: {n}" for r, n in sorted(self.reasons.items())) + ")"
-        return text + f"; tokens {self.prompt_tokens} prompt, {self.completion_tokens} completion"
+        text += f"; tokens {self.prompt_tokens} prompt, {self.completion_tokens} completion"
+        return text + (f"; {self.retries} retries" if self.retries else "")
 
     def failure(self, max_fraction: float) -> str:
         """Why an operator whose share :meth:`exceeds` ``max_fraction`` fails: the share, the

@@ -56,11 +56,11 @@ is raised as :class:`OperatorError`, which names the operator and the cause. Rai
 
 LLM accounting: a worker whose replies carry an ``llm`` account (the ``llm`` worker; see
 :mod:`mosaic.operators.llm_accounting`) has each action's account reported as metrics
-(``llm.fallback``, ``llm.prompt_tokens``, ``llm.completion_tokens`` and, on a fallback,
-``llm.fallback.<reason>``) in the run's ``metrics`` table. At the end of every episode, an operator
-whose share of fallback actions so far is above ``max_fallback_fraction`` fails the run with an
-:class:`OperatorError` that names the endpoint and the first error. Teardown logs each LLM
-operator's tally.
+(``llm.fallback``, ``llm.prompt_tokens``, ``llm.completion_tokens``, ``llm.retries`` and, on a
+fallback, ``llm.fallback.<reason>``) in the run's ``metrics`` table. At the end of every episode,
+an operator whose share of fallback actions so far is above ``max_fallback_fraction`` fails the
+run with an :class:`OperatorError` that names the endpoint and the first error. Teardown logs
+each LLM operator's tally.
 
 Why one file of this length: most of it is this documentation of the params, which is what a
 user reads; the code is the muscle and the two ways it builds an operator for a slot.

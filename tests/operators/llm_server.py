@@ -2,13 +2,18 @@
 
 Each request to ``POST /v1/chat/completions`` takes the next scripted :class:`Reply` (or the
 default one when the script is empty): a normal completion with ``usage`` token counts, an HTTP
-error, a body that is not JSON, a slow reply, or a trickle (one byte of the answer, status line
-and headers included, every ``trickle`` seconds). Requests are recorded in ``requests``.
+error (with a ``Retry-After`` header when ``retry_after`` is set), a body that is not JSON, a slow
+reply, a trickle (one byte of the answer, status line and headers included, every ``trickle``
+seconds), a body trickle (status line and headers at once, then one byte of the body every
+``body_trickle`` seconds) or a stall (status line and headers, then nothing). Requests are
+recorded in ``requests``. :class:`SilentServer` accepts connections and never reads or answers;
+:func:`refused_port` is a port where nothing listens.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -27,6 +32,9 @@ class Reply:
     completion_tokens: int = 2
     raw: bytes | None = None
     trickle: float = 0.0
+    retry_after: str | None = None
+    body_trickle: float = 0.0
+    stall: bool = False
 
 
 class _Server(ThreadingHTTPServer):
@@ -104,11 +112,13 @@ class LLMTestServer:
                     return
                 if reply.trickle:
                     self._trickle(reply)
+                elif reply.body_trickle or reply.stall:
+                    self._slow_body(reply)
                 elif reply.raw is not None:
                     self._send(reply.status, reply.raw)
                 elif reply.status != 200:
                     self._send(reply.status, json.dumps({"error": {"message": reply.text}})
-                               .encode())
+                               .encode(), retry_after=reply.retry_after)
                 else:
                     self._send(200, json.dumps({
                         "id": "chatcmpl-test",
@@ -135,9 +145,28 @@ class LLMTestServer:
                     if server._stopping.wait(reply.trickle):
                         return
 
-            def _send(self, status: int, payload: bytes) -> None:
+            def _slow_body(self, reply: Reply) -> None:
+                payload = json.dumps({"choices": [{"message": {"content": reply.text}}]}).encode()
+                self.close_connection = True
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.flush()
+                    for index in range(len(payload)):
+                        if server._stopping.wait(3600.0 if reply.stall else reply.body_trickle):
+                            return
+                        self.wfile.write(payload[index:index + 1])
+                        self.wfile.flush()
+                except OSError:  # the client gave up: what the test wants
+                    return
+
+            def _send(self, status: int, payload: bytes, retry_after: str | None = None) -> None:
                 try:
                     self.send_response(status)
+                    if retry_after is not None:
+                        self.send_header("Retry-After", retry_after)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
@@ -146,3 +175,48 @@ class LLMTestServer:
                     pass
 
         return Handler
+
+
+class SilentServer:
+    """A listening socket on ``127.0.0.1`` that accepts connections and never reads or answers.
+    Use as a context manager; the connections are closed on exit."""
+
+    def __init__(self) -> None:
+        self._socket = socket.create_server(("127.0.0.1", 0))
+        self._socket.settimeout(0.05)
+        self._held: list[socket.socket] = []
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        """The base URL to give a client, ending in ``/v1``."""
+        host, port = self._socket.getsockname()[:2]
+        return f"http://{host}:{port}/v1"
+
+    def _accept(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                connection, _ = self._socket.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self._held.append(connection)
+
+    def __enter__(self) -> SilentServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stopping.set()
+        self._thread.join(timeout=2.0)
+        for connection in [*self._held, self._socket]:
+            connection.close()
+
+
+def refused_port() -> int:
+    """A loopback port that was free a moment ago: a connection to it is refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

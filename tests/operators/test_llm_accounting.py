@@ -102,7 +102,7 @@ def test_every_reply_accounts_for_its_action(start: Callable, server: LLMTestSer
     server.add(Reply("3", prompt_tokens=11, completion_tokens=1),
                *(broken for broken, _, _ in BROKEN.values()))
     handle = start(worker("llm_worker", "--base-url", server.base_url, "--model", "m",
-                          "--fallback", "first-legal"))
+                          "--fallback", "first-legal", "--max-retries", "0"))  # 1 reply each
     replies = [handle.select_action(0, legal_actions=[1, 2, 3], timeout=30) for _ in range(4)]
     accounts = [reply["llm"] for reply in replies]
     assert [(a["source"], a["reason"], a["http_status"]) for a in accounts] == [
@@ -140,8 +140,11 @@ def test_an_evaluation_of_a_broken_endpoint_fails_and_says_why(
     assert len(steps) == 4
     assert {(r["llm"]["source"], r["llm"]["reason"]) for r in steps} == {("fallback", reason)}
     [episode] = [r for r in records if r["kind"] == "episode"]
+    # A 500 is tried again twice (the default max_retries) before the fallback.
+    retries = 2 * 4 if reason == "http" else 0
     assert episode["llm"] == {"actions": 4, "fallbacks": 4, "prompt_tokens": 10 * (
-        reason == "no_action") * 4, "completion_tokens": 2 * (reason == "no_action") * 4}
+        reason == "no_action") * 4, "completion_tokens": 2 * (reason == "no_action") * 4,
+        "retries": retries}
     [failed] = [r for r in records if r["kind"] == "failure"]
     assert failed["cause"] == "fallbacks"
 
@@ -160,20 +163,22 @@ def test_an_evaluation_of_a_broken_endpoint_fails_and_says_why(
     assert totals["llm.fallback"] == (4, 4.0)
     expected = 500.0 * 4 if reason == "http" else 4.0
     assert totals[f"llm.fallback.{reason}"] == (4, expected)
+    assert totals["llm.retries"] == (4, float(retries))
 
 
 def test_an_evaluation_with_a_good_endpoint_counts_tokens_and_no_fallbacks(
     tmp_path: Path, server: LLMTestServer,
 ) -> None:
-    # One bad answer in eight is within the default max_fallback_fraction of 0.5.
-    server.add(Reply("server on fire", status=500))
+    # One bad answer in eight is within the default max_fallback_fraction of 0.5 (a 400: a 500
+    # would be retried).
+    server.add(Reply("bad request", status=400))
     config = load_evaluation(evaluation_file(tmp_path, server))
     result = run_script(config, telemetry_path=tmp_path / "t.jsonl")
     assert result.ok
     tally = result.operators["llm"].llm
     assert tally is not None
     assert (tally.actions, tally.fallbacks, tally.prompt_tokens) == (8, 1, 7 * 7)
-    assert tally.first_error is not None and "HTTP 500" in tally.first_error
+    assert tally.first_error is not None and "HTTP 400" in tally.first_error
     assert " 1/8 " in format_comparison_table(result)
 
 

@@ -418,6 +418,7 @@ def test_an_llm_worker_chooses_and_falls_back_on_bad_replies(
     muscle = muscles(context({
         "operator": {"type": "llm", "id": "llm", "task": "FrozenLake-v1", "settings": {
             "base_url": llm_server.base_url, "model": "test-model", "fallback": "first-legal",
+            "max_retries": 0,  # one scripted reply per action
             "action_names": ["left", "down", "right", "up"]}},
         "timeout": 10}))
     muscle.reset()

@@ -241,6 +241,7 @@ def test_llm_worker_reports_errors_uses_the_fallback_and_counts_tokens(
         Reply("Action 7 is not allowed, so 3", prompt_tokens=20, completion_tokens=5),
     )
     handle = start(llm_worker(llm_server, "--fallback", "first-legal", "--timeout", "0.5",
+                              "--max-retries", "0",  # one scripted reply per action
                               "--api-key-env", "MY_TEST_KEY"), env={"MY_TEST_KEY": "sekrit"})
     replies = []
     for _ in range(7):

@@ -98,7 +98,14 @@ class LlmSettings(_CommonSettings):
     ] = None
     fallback: Literal["random", "first-legal", "noop"] | None = None
     timeout: Annotated[
-        float | None, Field(gt=0, description="a number > 0 (seconds per request)")
+        float | None, Field(gt=0, description="a number > 0 (seconds per action, retries included)")
+    ] = None
+    max_retries: Annotated[
+        int | None, Field(ge=0, description="a whole number >= 0 (retries after HTTP 429, 5xx or "
+                                            "a failed connection)")
+    ] = None
+    retry_backoff: Annotated[
+        float | None, Field(ge=0, description="a number >= 0 (seconds before the first retry)")
     ] = None
     temperature: Annotated[float | None, Field(ge=0)] = None
     max_tokens: Annotated[int | None, Field(gt=0)] = None

@@ -13,8 +13,8 @@ every type     ``env_kwargs`` (dict), ``render_every`` (int), ``render_mode``, `
 ``scripted``   ``policy`` (required: ``module:function``), ``reproducible`` (bool)
 ``rl``         ``checkpoint`` (required: path of an ``.npz``)
 ``llm``        ``base_url`` and ``model`` (or ``model_id``) required; ``api_key_env``, ``fallback``,
-               ``timeout``, ``temperature``, ``max_tokens``, ``system_prompt``, ``action_names``,
-               ``keep_proxy_env`` (bool)
+               ``timeout``, ``max_retries``, ``retry_backoff``, ``temperature``, ``max_tokens``,
+               ``system_prompt``, ``action_names``, ``keep_proxy_env`` (bool)
 ``human``      ``tty`` (default: the launcher's own terminal), ``action_names``
 =============  ====================================================================================
 
@@ -73,8 +73,9 @@ _SPECIFIC: dict[str, set[str]] = {
     "passive": {"noop_action"},
     "scripted": {"policy", "reproducible"},
     "rl": {"checkpoint"},
-    "llm": {"base_url", "model", "model_id", "api_key_env", "fallback", "timeout", "temperature",
-            "max_tokens", "system_prompt", "action_names", "keep_proxy_env"},
+    "llm": {"base_url", "model", "model_id", "api_key_env", "fallback", "timeout", "max_retries",
+            "retry_backoff", "temperature", "max_tokens", "system_prompt", "action_names",
+            "keep_proxy_env"},
     "human": {"tty", "action_names"},
     "command": set(),
 }
@@ -205,7 +206,8 @@ class OperatorLauncher:
                 "--model", str(_required(config, "model", "model_id"))]
         for key, flag in (("api_key_env", "--api-key-env"), ("fallback", "--fallback"),
                           ("timeout", "--timeout"), ("temperature", "--temperature"),
-                          ("max_tokens", "--max-tokens"), ("system_prompt", "--system-prompt")):
+                          ("max_tokens", "--max-tokens"), ("system_prompt", "--system-prompt"),
+                          ("max_retries", "--max-retries"), ("retry_backoff", "--retry-backoff")):
             if s.get(key) is not None:
                 args += [flag, str(s[key])]
         if s.get("action_names"):

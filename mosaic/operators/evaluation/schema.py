@@ -32,8 +32,9 @@ seed stream: operator *i* gets the seed ``operator_seed(seed, i)`` (:mod:`mosaic
 ``send_observations`` and ``log_level``): ``passive``: ``noop_action``; ``scripted``: ``policy``
 (required, ``module:function`` or ``path/file.py:function``), ``reproducible``; ``rl``:
 ``checkpoint`` (required); ``llm``: ``base_url`` and ``model`` (or ``model_id``) required,
-``api_key_env``, ``fallback``, ``timeout``, ``temperature``, ``max_tokens``, ``system_prompt``,
-``action_names``, ``keep_proxy_env``; ``human``: ``tty``, ``action_names``. A ``command`` worker
+``api_key_env``, ``fallback``, ``timeout``, ``max_retries``, ``retry_backoff``, ``temperature``,
+``max_tokens``, ``system_prompt``, ``action_names``, ``keep_proxy_env``; ``human``: ``tty``,
+``action_names``. A ``command`` worker
 takes no settings: its options go in its ``command`` list, and the driver (not the worker)
 enforces ``max_steps`` for it. A relative ``telemetry`` path (and the default
 ``mosaic-telemetry/``) is taken from the file's folder, as an experiment's paths are; relative

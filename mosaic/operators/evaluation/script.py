@@ -20,7 +20,8 @@ Telemetry is one JSON object per line::
      "reward": ..., "terminated": ..., "truncated": ..., "episode_reward": ..., "llm": {...}}
     {"kind": "episode", "operator": ..., "episode": ..., "seed": ..., "total_reward": ...,
      "length": ..., "terminated": ..., "truncated": ..., "ended_by": "environment" | "max_steps",
-     "llm": {"actions": ..., "fallbacks": ..., "prompt_tokens": ..., "completion_tokens": ...}}
+     "llm": {"actions": ..., "fallbacks": ..., "prompt_tokens": ..., "completion_tokens": ...,
+             "retries": ...}}
     {"kind": "failure", "operator": ..., "episode": ..., "seed": ..., "step_index": ...,
      "phase": "launch" | "reset" | "step" | "episode_end" | "fallbacks", "cause": ...,
      "exit_code": ..., "message": ...}
