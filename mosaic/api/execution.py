@@ -17,6 +17,7 @@ from mosaic.experiment import Experiment
 from mosaic.orchestration.executor import Executor, ProgressCallback, RunResult
 from mosaic.store import StoreWriter
 from mosaic.store.resume import StoredExperiment
+from mosaic.tracking import tracked
 
 __all__ = ["CLOSE_TIMEOUT_S", "Execution", "execute", "join_cluster", "open_results"]
 
@@ -40,12 +41,22 @@ class Execution:
 def open_results(experiment: Experiment) -> StoreWriter:
     """Open (creating if need be) the experiment's results store and start its writer.
 
-    Raises :class:`~mosaic.core.errors.StoreError` if it cannot be opened; nothing has started
-    then.
+    With ``tracking:`` (or :meth:`~mosaic.experiment.Experiment.with_tracking`), what is
+    returned is the writer behind a tee that logs the runs to TensorBoard and MLflow as well
+    (:func:`mosaic.tracking.tracked`); closing it closes both.
+
+    Raises :class:`~mosaic.core.errors.StoreError` if it cannot be opened, and
+    :class:`~mosaic.core.errors.MissingExtra` if a tracking sink's extra is missing; nothing
+    has started then.
     """
     writer = StoreWriter(experiment.store_target, outage_s=experiment.store.outage_s)
     writer.start()
-    return writer
+    try:
+        return tracked(writer, experiment.uid, tensorboard=experiment.tensorboard_dir,
+                       mlflow=experiment.mlflow_uri)
+    except BaseException:
+        writer.close()
+        raise
 
 
 def join_cluster(experiment: Experiment, ray: str | None = None) -> str | None:

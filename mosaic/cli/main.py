@@ -63,6 +63,18 @@ def _load(path: str, store: str | None = None,  # type: ignore[no-untyped-def]
         exit_with_error(error, EXIT_BAD_INPUT)
 
 
+def _tracked(experiment, tensorboard: str | None,  # type: ignore[no-untyped-def]
+             mlflow: str | None):
+    """``experiment`` with ``--tensorboard`` and ``--mlflow`` over its ``tracking:`` section;
+    exit 2 when the extra of one is missing."""
+    from mosaic.core.errors import ConfigError
+
+    try:
+        return experiment.with_tracking(tensorboard, mlflow)
+    except ConfigError as error:  # an extra missing, or an empty value
+        exit_with_error(error, EXIT_BAD_INPUT)
+
+
 def _overrides(path: str, settings: tuple[str, ...]) -> dict[str, Any]:
     """The ``--set KEY=VALUE`` options as overrides: each VALUE read as YAML (``5`` a number,
     ``[1, 2]`` a list, ``{path: x}`` a mapping, ``null``, text otherwise); a later one of the
@@ -116,13 +128,20 @@ def cli() -> None:
               "row (the file must be unchanged).")
 @click.option("--set", "settings", metavar="KEY=VALUE", multiple=True,
               help=SET_HELP)
+@click.option("--tensorboard", metavar="DIR", help="Log each run's episode returns and learner "
+              "metrics to TensorBoard as well, a run folder per run in DIR (instead of the "
+              "file's tracking.tensorboard); needs mosaic[tensorboard].")
+@click.option("--mlflow", metavar="URI", help="Log each run to MLflow as well, at the tracking "
+              "URI (http://host:5000, or a folder: file:mlruns) (instead of the file's "
+              "tracking.mlflow); needs mosaic[mlflow].")
 @click.option("-q", "--quiet", is_flag=True, help="Say only what went wrong: no header, progress "
               "bars, lines of finished runs or summary table.")
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
 @click.option("--timings", metavar="FILE", hidden=True,
               help="Write first/last step wall-clock times as JSON (for benchmarks).")
 def experiment_start(file: str, store: str | None, jobs: int | None, ray: str | None,
-                     resume: bool, settings: tuple[str, ...], quiet: bool, verbose: int,
+                     resume: bool, settings: tuple[str, ...], tensorboard: str | None,
+                     mlflow: str | None, quiet: bool, verbose: int,
                      timings: str | None) -> None:
     """Run the experiment in FILE and record every step."""
     configure_logging(logging.WARNING - 10 * min(verbose, 2))
@@ -130,7 +149,7 @@ def experiment_start(file: str, store: str | None, jobs: int | None, ray: str | 
 
     add_user_folder(Path(file).expanduser().resolve().parent)  # for the zygote's forks too
     start_command_zygote(file, ray)  # it imports while this process goes on
-    experiment = _load(file, store, settings)
+    experiment = _tracked(_load(file, store, settings), tensorboard, mlflow)
     keep_command_zygote(experiment)
     from mosaic.api.execution import execute, join_cluster, open_results
     from mosaic.api.progress import ProgressDisplay

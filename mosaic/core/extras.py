@@ -11,16 +11,20 @@ from types import ModuleType
 
 from mosaic.core.errors import MissingExtra
 
-__all__ = ["GAMES", "RESULTS", "extra_for", "require"]
+__all__ = ["GAMES", "MLFLOW", "RESULTS", "TENSORBOARD", "extra_for", "require"]
 
 #: The extra with the packages that turn a store into tables, files and plots.
 RESULTS = "results"
 #: The extra with what PettingZoo's classic games import (pygame).
 GAMES = "games"
+#: The extras of the tracking sinks (mosaic.tracking): tensorboardX, and MLflow's client.
+TENSORBOARD = "tensorboard"
+MLFLOW = "mlflow"
 
 #: Top-level modules that third-party code imports and a mosaic extra installs.
 _EXTRA_OF = {"pygame": GAMES, "pandas": RESULTS, "pyarrow": RESULTS, "matplotlib": RESULTS,
-             "psycopg": "postgres", "ray": "ray", "torch": "torch"}
+             "psycopg": "postgres", "ray": "ray", "torch": "torch",
+             "tensorboardX": TENSORBOARD, "mlflow": MLFLOW}
 
 
 def extra_for(module: str) -> str | None:

@@ -35,12 +35,13 @@ from mosaic.core.config_yaml import (
     read_document,
     require_mapping,
 )
-from mosaic.core.errors import ConfigError
+from mosaic.core.errors import ConfigError, MissingExtra
 from mosaic.core.imports import add_user_folder
 from mosaic.core.store_path import resolve_store
 from mosaic.experiment.paths import PathError, covers, set_value
 from mosaic.experiment.schema import MAX_RUNS, Experiment, ExperimentFile, SweepPoint
 from mosaic.experiment.sweep import sweep_points
+from mosaic.tracking import SINKS, require_sink
 
 __all__ = [
     "MAX_DEPTH",
@@ -85,11 +86,12 @@ def load_experiment(
     than :data:`MAX_FILE_BYTES`, not YAML text, nested deeper than :data:`MAX_DEPTH` or not a
     valid experiment (with its overrides and every point of its sweep), for a results store
     path that cannot be a SQLite file (an existing file that is not one, or a path under a
-    file), and for a store URL that is not PostgreSQL or whose driver is not installed (nothing
-    is connected to here). The error carries every problem found (``problems``), and ``str()``
-    of it shows one per line, each with the file, the line when known, the key path, what was
-    expected, and a hint where one helps. References between sections (unique uids, policy
-    mappings, the tcp host) are checked once every key has a valid value.
+    file), for a store URL that is not PostgreSQL or whose driver is not installed (nothing
+    is connected to here), and for a ``tracking:`` sink whose extra is not installed. The
+    error carries every problem found (``problems``), and ``str()`` of it shows one per line,
+    each with the file, the line when known, the key path, what was expected, and a hint where
+    one helps. References between sections (unique uids, policy mappings, the tcp host) are
+    checked once every key has a valid value.
     """
     shown = os.fspath(path)
     document = read_document(shown, _EXPERIMENT)
@@ -188,6 +190,7 @@ def _build(shown: str, document: Document, source: Path, store_override: str | N
                           line=path_line, url_line=url_line)
     where = {"store_url": store} if isinstance(store, str) else {"store_path": store}
     curve_keys_dir = _curve_keys_dir(model, source, shown, positions)
+    _check_tracking(model, shown, positions)
     fields = {name: getattr(model, name) for name in ExperimentFile.model_fields}
     experiment = Experiment.model_validate({**fields, "source": source, **where,
                                             "curve_keys_dir": curve_keys_dir, "points": points,
@@ -266,6 +269,19 @@ def _points(data: Any, model: ExperimentFile) -> tuple[tuple[SweepPoint, ...], l
         if settings is not None:
             points.append(SweepPoint(params=values, settings=settings))
     return tuple(points), list(problems.values())
+
+
+def _check_tracking(model: ExperimentFile, shown: str, positions: dict[Loc, Position]) -> None:
+    """Refuse a ``tracking:`` sink whose extra is not installed, naming it, before anything
+    runs (its package is imported here: one that is there but does not import is missing)."""
+    for kind in SINKS:
+        if getattr(model.tracking, kind) is None:
+            continue
+        try:
+            require_sink(kind)
+        except MissingExtra as error:
+            _, line = locate(("tracking", kind), positions)
+            raise ConfigError(shown, f"tracking.{kind}", str(error), line=line) from None
 
 
 def _curve_keys_dir(

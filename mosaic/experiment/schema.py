@@ -48,6 +48,7 @@ from mosaic.core.config_problems import (
     text_key_problem,
     validate,
 )
+from mosaic.core.errors import ConfigError, MissingExtra
 from mosaic.core.imports import (
     EnvKind,
     ImportPathError,
@@ -75,6 +76,7 @@ from mosaic.messages.run_config import (
     WrapperPlan,
 )
 from mosaic.messages.run_config import LoadSpec as LoadRecord
+from mosaic.tracking.targets import mlflow_uri, require_sink, tensorboard_folder
 
 __all__ = [
     "AgentConfig",
@@ -89,6 +91,7 @@ __all__ = [
     "StoreConfig",
     "SweepPoint",
     "Timeouts",
+    "TrackingConfig",
     "Transport",
 ]
 
@@ -636,6 +639,32 @@ class ExecutorConfig(StrictModel):
         description="a whole number from 0 to 100 (attempts again after a part crashed)")
 
 
+class TrackingConfig(StrictModel):
+    """Where each run is logged besides the store, as it runs (see :mod:`mosaic.tracking`):
+    its episode returns and learner metrics, against its env steps."""
+
+    expected: ClassVar[str] = "a mapping such as {tensorboard: tb, mlflow: http://host:5000}"
+
+    tensorboard: str | None = Field(
+        default=None,
+        description="a folder for TensorBoard's event files, one subfolder per run, relative "
+        "to this file (needs mosaic[tensorboard])",
+    )
+    mlflow: str | None = Field(
+        default=None,
+        description="an MLflow tracking URI (http://host:5000, file:mlruns) or a folder, "
+        "relative to this file (needs mosaic[mlflow]); one MLflow run per run",
+    )
+
+    @field_validator("tensorboard", "mlflow")
+    @classmethod
+    def _not_empty(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise_problems(Problem((), "expected a folder or URI, got an empty text",
+                                   "leave the key out to log nothing there"))
+        return value
+
+
 class ExperimentFile(StrictModel):
     """An experiment file's content, validated: exactly the keys the YAML may hold.
 
@@ -686,6 +715,7 @@ class ExperimentFile(StrictModel):
     )
     sweep: SweepConfig | None = Field(default=None, description=SweepConfig.expected)
     executor: ExecutorConfig = Field(default=ExecutorConfig(), description=ExecutorConfig.expected)
+    tracking: TrackingConfig = Field(default=TrackingConfig(), description=TrackingConfig.expected)
 
     @field_validator("host")
     @classmethod
@@ -1042,6 +1072,47 @@ class Experiment(ExperimentFile):
         """The folder of the brains' checkpoints: beside a SQLite store, and for a database
         where the default store would be (``<file stem>-checkpoints`` next to the file)."""
         return checkpoint_root(self.store_path if self.store_path is not None else self.source)
+
+    @property
+    def tensorboard_dir(self) -> Path | None:
+        """``tracking.tensorboard``, absolute (a relative folder is in the file's folder)."""
+        folder = self.tracking.tensorboard
+        return None if folder is None else tensorboard_folder(folder, self.source.parent)
+
+    @property
+    def mlflow_uri(self) -> str | None:
+        """``tracking.mlflow`` as a tracking URI, a relative folder taken from the file's."""
+        uri = self.tracking.mlflow
+        return None if uri is None else mlflow_uri(uri, self.source.parent)
+
+    def with_tracking(self, tensorboard: str | None = None,
+                      mlflow: str | None = None) -> Experiment:
+        """This experiment, logged to TensorBoard under the folder ``tensorboard`` and to MLflow
+        at ``mlflow`` (a tracking URI or a folder) instead of where its ``tracking:`` says; a
+        ``None`` keeps the file's: the command's ``--tensorboard`` and ``--mlflow``. A relative
+        folder is taken from the current folder, as a command-line path is.
+
+        Raises :class:`~mosaic.core.errors.ConfigError`, at ``--tensorboard`` or ``--mlflow``,
+        for an empty text and for a sink whose extra is not installed (naming the extra).
+        """
+        here = Path.cwd()
+        update: dict[str, str] = {}
+        for option, value in (("tensorboard", tensorboard), ("mlflow", mlflow)):
+            if value is None:
+                continue
+            if not value.strip():
+                raise ConfigError(str(self.source), f"--{option}",
+                                  "expected a folder or URI, got an empty text")
+            try:
+                require_sink(option)
+            except MissingExtra as error:
+                raise ConfigError(str(self.source), f"--{option}", str(error)) from None
+            update[option] = (str(tensorboard_folder(value, here)) if option == "tensorboard"
+                              else mlflow_uri(value, here))
+        if not update:
+            return self
+        tracking = self.tracking.model_copy(update=update)
+        return self.model_copy(update={"tracking": tracking})
 
     def run_seeds(self) -> list[int]:
         """Return the seed of each run, :attr:`run_count` of them, derived from ``seed``.

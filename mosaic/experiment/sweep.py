@@ -37,7 +37,7 @@ __all__ = ["MAX_POINTS", "UNSWEPT", "Distribution", "RandomSweep", "SweepConfig"
 #: The most points one sweep may expand into; each is validated as a file of its own.
 MAX_POINTS = 1000
 #: Top-level keys that are the same for every run of a command, and so cannot be swept.
-UNSWEPT = ("uid", "runs", "sweep", "store", "curve_keys", "cpu_affinity")
+UNSWEPT = ("uid", "runs", "sweep", "store", "curve_keys", "cpu_affinity", "tracking")
 _MAX_SEED = 2**63 - 1
 
 Pair = Annotated[list[float], Field(min_length=2, max_length=2, description="[low, high]")]
