@@ -20,10 +20,11 @@ def mosaic_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "mosaic"]
 
 
-def run_mosaic(*args: str, timeout: float = 60.0,
+def run_mosaic(*args: str, timeout: float = 60.0, cwd: Path = REPO,
                **env: str) -> subprocess.CompletedProcess[str]:
-    """Run the ``mosaic`` command to its end; ``env`` adds to its environment."""
-    return subprocess.run([*mosaic_command(), *args], cwd=REPO, capture_output=True, text=True,
+    """Run the ``mosaic`` command to its end, in ``cwd`` (the repository's root unless told);
+    ``env`` adds to its environment."""
+    return subprocess.run([*mosaic_command(), *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1", **env})
 
 
