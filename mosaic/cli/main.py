@@ -6,11 +6,13 @@ answer at once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
@@ -23,6 +25,7 @@ from mosaic.cli.evaluate import evaluate, manual
 from mosaic.cli.keys import keys
 from mosaic.cli.results import export, plot
 from mosaic.cli.store import store as store_group
+from mosaic.core.errors import interruption_in
 from mosaic.core.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_SIGNAL
 from mosaic.core.imports import add_user_folder, user_folder_last
 from mosaic.core.process_exit import exit_process, exit_status
@@ -42,13 +45,31 @@ class _Stopped(BaseException):
         self.signum = signum
 
 
+#: Seconds after the first signal by which its exception has ended the command, or is taken
+#: to have been lost on its way (see :func:`_stop`).
+STOP_GRACE = 2.0
+
+
 def _stop(signum: int, frame: FrameType | None) -> None:
+    """Unwind the command with :class:`_Stopped`.
+
+    The exception can be lost: a signal whose handler runs while CPython compiles a module
+    that a lazy attribute imports was seen to vanish, and the command went on into the user's
+    30-s import. So the signal is delivered again :data:`STOP_GRACE` seconds later if the
+    process still lives: to the command's own handling if it has taken over by then (a run is
+    cancelled in order), otherwise to :func:`_exit_now`.
+    """
     for sig in EXIT_SIGNAL:  # a second signal while the first unwinds ends mosaic at once
         signal.signal(sig, _exit_now)
+    again = threading.Timer(STOP_GRACE, os.kill, (os.getpid(), signum))
+    again.daemon = True
+    again.start()
     raise _Stopped(signum)
 
 
 def _exit_now(signum: int, frame: FrameType | None) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        os.write(2, f"mosaic: stopped by {signal.Signals(signum).name}\n".encode())
     os._exit(EXIT_SIGNAL[signum])
 
 
@@ -338,7 +359,10 @@ def main(argv: list[str] | None = None) -> None:
     previous = {sig: signal.signal(sig, _stop) for sig in EXIT_SIGNAL}
     try:
         cli.main(args=argv, prog_name="mosaic")
-    except _Stopped as stopped:
+    except BaseException as error:
+        stopped = interruption_in(error)
+        if not isinstance(stopped, _Stopped):
+            raise
         click.echo(f"mosaic: stopped by {signal.Signals(stopped.signum).name}", err=True)
         sys.exit(EXIT_SIGNAL[stopped.signum])
     finally:

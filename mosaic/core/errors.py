@@ -30,6 +30,7 @@ __all__ = [
     "WorkerError",
     "WorkerProtocolError",
     "WorkerTimeout",
+    "interruption_in",
 ]
 
 
@@ -228,3 +229,21 @@ class WorkerProtocolError(WorkerError):
         self.operator_id = operator_id
         self.line = line
         super().__init__(f"worker {operator_id} sent a malformed reply ({reason}): {line[:200]!r}")
+
+
+def interruption_in(error: BaseException) -> BaseException | None:
+    """The interruption (``KeyboardInterrupt``, or another ``BaseException`` that is neither an
+    ``Exception`` nor a ``SystemExit``) that ``error`` is or was raised from, if any.
+
+    A signal's exception can land anywhere, and some places wrap what they catch: one during
+    the creation of a class comes out of Python 3.11 as a ``RuntimeError`` "Error calling
+    __set_name__" caused by it. Code that turns a user's errors into messages re-raises it.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if not isinstance(current, (Exception, SystemExit)):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None

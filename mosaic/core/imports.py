@@ -31,7 +31,7 @@ import re
 import sys
 from typing import Any, Literal
 
-from mosaic.core.errors import MissingExtra
+from mosaic.core.errors import MissingExtra, interruption_in
 from mosaic.core.extras import extra_for
 
 __all__ = [
@@ -170,6 +170,8 @@ def import_module(name: str, path: str | None = None) -> Any:
     except MissingExtra as error:  # an optional part of mosaic, without its extra
         raise ImportPathError(shown, str(error), reason="missing") from error  # names the extra
     except (Exception, SystemExit) as error:  # user code may raise anything
+        if (interrupted := interruption_in(error)) is not None:
+            raise interrupted from None  # a signal during the import, wrapped on its way out
         raise ImportPathError(
             shown,
             f"importing module '{name}' raised {type(error).__name__}: {error}",
@@ -218,6 +220,8 @@ def import_object(path: str) -> Any:
                 path, f"'{owner}' has no attribute '{part}'", hint, reason="attribute"
             ) from None
         except Exception as error:  # a module __getattr__ may raise anything
+            if (interrupted := interruption_in(error)) is not None:
+                raise interrupted from None
             raise ImportPathError(
                 path, f"reading '{part}' from '{owner}' raised {type(error).__name__}: {error}"
             ) from error

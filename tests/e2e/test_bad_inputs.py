@@ -154,14 +154,39 @@ import pathlib, time
 pathlib.Path({marker!r}).write_text("importing")
 time.sleep(30)  # a heavy import (torch, a simulator) that the user interrupts
 """
+# The same, with the 30 s inside the creation of a class, as in a pydantic model's import:
+# Python 3.11 wraps what ``__set_name__`` raises in a RuntimeError.
+SLOW_CLASS_MODULE = """\
+import pathlib, time
+
+class Slow:
+    def __set_name__(self, owner, name):
+        pathlib.Path({marker!r}).write_text("importing")
+        time.sleep(30)
+
+class Model:
+    field = Slow()
+"""
+# One that swallows the signal's exception (a bare ``except:``), as CPython itself was seen to
+# do with a signal during the compilation of a module that mosaic imports.
+SWALLOWING_MODULE = """\
+import pathlib, time
+try:
+    pathlib.Path({marker!r}).write_text("importing")
+    time.sleep(30)
+except BaseException:
+    pass
+time.sleep(30)
+"""
 EXIT_CODES = [(signal.SIGINT, 130), (signal.SIGTERM, 143)]
 
 
-def start_slow(folder: Path, command: str) -> tuple[subprocess.Popen[str], Path]:
+def start_slow(folder: Path, command: str, module: str = SLOW_MODULE,
+               ) -> tuple[subprocess.Popen[str], Path]:
     """Start ``command`` on a file whose environment module takes 30 s to import; return the
     process and the file that module writes when its import begins."""
     marker = folder / "importing"
-    (folder / "slow_env.py").write_text(SLOW_MODULE.format(marker=str(marker)))
+    (folder / "slow_env.py").write_text(module.format(marker=str(marker)))
     path = write_experiment(folder, cartpole(env="slow_env:SlowEnv"))
     store = ["--store", str(folder / "results.sqlite")] if command == "experiment-start" else []
     # From the module's folder: mosaic imports a user's modules from the current folder.
@@ -190,6 +215,23 @@ def test_a_signal_while_the_file_loads_exits_128_plus_the_signal(
         tmp_path: Path, process_tag: str, command: str, sig: int, code: int) -> None:
     """Validation imports the environment's module: a signal during that import."""
     proc, marker = start_slow(tmp_path, command)
+    try:
+        wait_for_file(marker, proc)
+        assert_ended_by(proc, sig, code)
+    finally:
+        finish(proc)
+    assert not (tmp_path / "results.sqlite").exists()
+
+
+@pytest.mark.parametrize("module", [SLOW_CLASS_MODULE, SWALLOWING_MODULE],
+                         ids=["wrapped", "swallowed"])
+@pytest.mark.parametrize(("sig", "code"), EXIT_CODES)
+def test_a_signal_whose_exception_goes_astray_still_exits_128_plus_the_signal(
+        tmp_path: Path, process_tag: str, module: str, sig: int, code: int) -> None:
+    """It printed a traceback ending in "RuntimeError: Error calling __set_name__" and exited 1
+    (the signal's exception came out wrapped, from a pydantic model that mosaic imports), or it
+    went on loading the file, when the exception was lost."""
+    proc, marker = start_slow(tmp_path, "experiment-start", module)
     try:
         wait_for_file(marker, proc)
         assert_ended_by(proc, sig, code)
