@@ -377,7 +377,8 @@ def main(argv: list[str] | None = None) -> int:
             max_retries=args.max_retries, retry_backoff=args.retry_backoff,
         )
 
-    return run_worker("llm_worker", args, make_policy)
+    # MOSAIC's LLM worker, started without --interactive, plays its episodes by itself.
+    return run_worker("llm_worker", args, make_policy, plays_alone=True)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ MOSAIC's own workers speak the protocol of :mod:`mosaic.operators.protocol` loos
   ``terminated``, ``truncated``; the random and passive workers) or ``episode_done``
   (``total_reward``, ``num_steps``; the LLM, human and trainer workers);
 * ``ready`` and ``step`` carry ``episode_index`` and ``step_index``, which the CleanRL worker
-  counts from 1;
+  counts from 1; the human worker's ``ready`` names the environment ``task``, not ``env_id``;
 * in selector mode ``init_agent`` names the game as ``game_name`` and is answered with
   ``agent_ready`` or ``agent_initialized``.
 
@@ -62,15 +62,21 @@ _RETURN_NAMES = ("episode_return", "total_reward")
 def to_native(reply: Mapping[str, Any]) -> dict[str, Any]:
     """``reply`` with MOSAIC's spellings renamed to mosaic's; other replies are copied as is.
 
-    ``agent_initialized`` becomes ``agent_ready``; ``episode_done`` becomes ``episode_end``, and
-    an episode end gets ``episode_length`` from ``episode_steps`` or ``num_steps`` and
-    ``total_reward`` from ``episode_return`` when it lacks them. Nothing is checked here: the
-    result is validated as a mosaic reply afterwards, so a missing field is named there.
+    ``agent_initialized`` becomes ``agent_ready``; a ``ready`` without ``env_id`` takes it from
+    ``task`` (and ``observation_shape`` None when it has none); ``episode_done`` becomes
+    ``episode_end``, and an episode end gets ``episode_length`` from ``episode_steps`` or
+    ``num_steps`` and ``total_reward`` from ``episode_return`` when it lacks them. Nothing is
+    checked here: the result is validated as a mosaic reply afterwards, so a missing field is
+    named there.
     """
     out = dict(reply)
     kind = out.get("type")
     if kind == RESP_AGENT_INITIALIZED:
         out["type"] = p.RESP_AGENT_READY
+    elif kind == p.RESP_READY:  # MOSAIC's human worker: its environment is its "task"
+        if "env_id" not in out and isinstance(out.get("task"), str):
+            out["env_id"] = out["task"]
+        out.setdefault("observation_shape", None)
     elif kind in EPISODE_END_SPELLINGS:
         out["type"] = p.RESP_EPISODE_END
         for native, names in (("episode_length", _LENGTH_NAMES),

@@ -160,7 +160,12 @@ class _AgentWorker(NamedOperator):
         self.handle.init_agent(self._player_id, env_name, task, settings, timeout)
 
     def reset(self, seed: int | None = None) -> None:
-        self.handle.reset(seed, self._timeout)
+        """``reset`` with ``seed``, which seeds the worker's policy for the episode; not sent to
+        a worker that echoed no request id in its ``agent_ready`` (one of MOSAIC's): MOSAIC's
+        action selectors know no reset (seeded once by ``--seed``), and its random and passive
+        workers answer one by making the environment of a ``--task`` they were not given."""
+        if self.handle.routing.echoes_ids:
+            self.handle.reset(seed, self._timeout)
 
     def select_action(self, observation: Any, legal_actions: Sequence[Any] | None = None) -> Any:
         reply = self.handle.select_action(

@@ -55,6 +55,10 @@ class StandIn:
         self.first_step = True
 
     def reset(self, command: dict[str, Any]) -> None:
+        if not self.args.task:  # as MOSAIC's random and passive workers answer it
+            write({"type": "error",
+                   "message": "Reset failed: --task is required for autonomous mode"})
+            return
         seed = command.get("seed")
         self.rng = np.random.default_rng(seed)
         self.episode += 1

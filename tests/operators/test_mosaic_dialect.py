@@ -9,6 +9,7 @@ MOSAIC's, sends no ids and reads MOSAIC's field names from raw lines.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import select
@@ -24,6 +25,7 @@ import yaml
 
 from mosaic.core.errors import WorkerProtocolError, WorkerTimeout
 from mosaic.messages.codec import unpack
+from mosaic.operators.worker._process import add_runtime_arguments, apply_launcher_flags
 from mosaic.testing import check_worker
 from tests.e2e.cli import query, run_mosaic, write_experiment
 
@@ -188,8 +190,15 @@ def test_mosaic_evaluate_runs_mosaic_workers_as_command_operators(tmp_path: Path
 
 
 @pytest.mark.e2e
-def test_an_operator_muscle_plays_a_mosaic_worker_in_experiment_start(tmp_path: Path) -> None:
+@pytest.mark.parametrize("with_task", [True, False], ids=["--task", "task-key-only"])
+def test_an_operator_muscle_plays_a_mosaic_worker_in_experiment_start(
+        tmp_path: Path, with_task: bool) -> None:
+    """Without ``--task`` in the command (the README's form: the ``task:`` key only), the run
+    failed at the first reset: MOSAIC's workers answer one with "--task is required"."""
     command = stand_in("--agent-reply", "both", "--n-actions", "4", task="frozenlake")
+    if not with_task:
+        at = command.index("--task")
+        del command[at:at + 2]
     text = f"""\
         uid: mosaic-worker-agent
         seed: 3
@@ -357,17 +366,95 @@ def test_selector_mode_takes_the_action_space_from_game_name(
     assert actions <= set(range(9)) and len(actions) > 4  # tic-tac-toe's nine squares
 
 
-def test_without_interactive_mosaics_launcher_gets_a_batch_run(
-    drive: Callable[..., MosaicStyleDriver],
+@pytest.mark.parametrize(("module", "extra"), [("random_worker", ()), ("passive_worker", ())])
+def test_without_interactive_the_workers_serve_reset_and_step_as_mosaics_do(
+    drive: Callable[..., MosaicStyleDriver], module: str, extra: tuple[str, ...],
 ) -> None:
-    driver = drive(launched_by_mosaic("random_worker", "--episodes", "2",
-                                      interactive=False))
-    lines = []
-    while len([line for line in lines if line["type"] == "episode_end"]) < 2:
-        lines.append(driver.read())
+    """They played an episode on their own and ignored stdin, so MOSAIC's harness failed
+    ("worker closed stdout (reset)"); only MOSAIC's LLM worker plays alone then."""
+    driver = drive(launched_by_mosaic(module, *extra, task="CartPole-v1", interactive=False))
+    assert driver.read()["type"] == "init"
+    driver.send(cmd="reset", seed=5)
+    ready = driver.read()
+    assert ready["type"] == "ready" and ready["env_id"] == "CartPole-v1", ready
+    driver.send(cmd="step")
+    assert driver.read()["type"] == "step"
+    driver.send(cmd="stop")
+    assert driver.read() == {"type": "stopped"}
     assert driver.process.wait(timeout=10) == 0
-    assert [line["episode_index"] for line in lines if line["type"] == "ready"] == [0, 1]
-    assert all("episode_steps" in line for line in lines if line["type"] == "episode_end")
+
+
+def test_without_interactive_only_the_llm_worker_plays_alone() -> None:
+    def settled(*argv: str, plays_alone: bool) -> argparse.Namespace:
+        parser = argparse.ArgumentParser()
+        add_runtime_arguments(parser)
+        args = parser.parse_args(list(argv))
+        apply_launcher_flags(args, plays_alone=plays_alone)
+        return args
+
+    launched = ("--task", "CartPole-v1", "--env-name", "gym", "--telemetry-dir", "t")
+    assert settled(*launched, plays_alone=True).batch
+    assert not settled(*launched, plays_alone=False).batch
+    assert not settled(*launched, "--interactive", plays_alone=True).batch
+    assert settled(*launched, plays_alone=False).env_id == "CartPole-v1"
+
+
+class OneLinePerPollReader:
+    """Reads a worker's stdout as MOSAIC's OperatorProcessHandle does: ``select`` on the pipe,
+    then one ``readline`` from a line-buffered text file, one line per poll."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL, text=True, bufsize=1,
+                                        env={**os.environ, **workers_on_path()})
+
+    def send(self, **command: Any) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+
+    def poll(self, timeout: float) -> dict[str, Any] | None:
+        assert self.process.stdout is not None
+        if not select.select([self.process.stdout], [], [], timeout)[0]:
+            return None
+        line = self.process.stdout.readline()
+        return json.loads(line) if line else None
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=10)
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                stream.close()
+
+
+def test_a_reader_that_takes_one_line_per_poll_gets_every_episode_end() -> None:
+    """MOSAIC's handle saw 1 of 39 episode ends of mosaic's worker: the ``episode_end`` came in
+    the same write as its ``step`` and stayed in the reader's buffer, where ``select`` does not
+    look. Each poll here waits at most 5 s; a line left in the buffer is never seen."""
+    reader = OneLinePerPollReader(launched_by_mosaic("random_worker", task="FrozenLake-v1",
+                                                     interactive=False))
+    try:
+        assert (reader.poll(20) or {}).get("type") == "init"
+        ends = 0
+        for episode in range(12):
+            reader.send(cmd="reset", seed=episode)
+            assert (reader.poll(5) or {}).get("type") == "ready"
+            while True:
+                reader.send(cmd="step")
+                step = reader.poll(5)
+                assert step is not None and step["type"] == "step", step
+                if step["terminated"] or step["truncated"]:
+                    break
+            end = reader.poll(5)
+            assert end is not None and end["type"] == "episode_end", f"episode {episode}: {end}"
+            ends += 1
+        assert ends == 12
+        reader.send(cmd="stop")
+        assert reader.poll(5) == {"type": "stopped"}
+    finally:
+        reader.close()
 
 
 def test_mosaic_workers_started_by_mosaics_launcher_pass_mosaic_dialect_conformance() -> None:

@@ -73,3 +73,17 @@ def test_a_line_of_neither_dialect_says_so(line: dict[str, Any]) -> None:
     router.sent(1, {"cmd": "step"})
     with pytest.raises(p.ProtocolError, match="mosaic's operator protocol or MOSAIC's dialect"):
         router.route(line)
+
+
+def test_the_ready_of_mosaics_human_worker_is_read() -> None:
+    """It was refused: "'ready' is missing required field 'env_id'" (the human worker names its
+    environment ``task`` and sends no ``observation_shape``)."""
+    router = ReplyRouter()
+    router.sent(None, {"cmd": "reset", "seed": 4})
+    ready = {"type": "ready", "run_id": "r", "env_name": "minigrid",
+             "task": "MiniGrid-Empty-8x8-v0", "seed": 4, "action_space": 7,
+             "action_labels": ["left"], "episode_index": 0, "step_index": 0}
+    reply, _ = routed(router, ready)
+    assert reply["env_id"] == "MiniGrid-Empty-8x8-v0" and reply["observation_shape"] is None
+    assert reply["action_labels"] == ["left"]  # the worker's own fields stay
+

@@ -111,7 +111,9 @@ class ReplyRouter:
             return None
         if kind in d.EPISODE_END_SPELLINGS:
             self.end_spellings.add(str(kind))
-        renamed = kind in d.AGENT_READY_SPELLINGS or kind in d.EPISODE_END_SPELLINGS
+        renamed = (kind in d.AGENT_READY_SPELLINGS or kind in d.EPISODE_END_SPELLINGS
+                   or (kind == p.RESP_READY
+                       and not {"env_id", "observation_shape"} <= obj.keys()))
         reply = self._fill(d.to_native(obj), owed) if renamed else obj
         try:
             p.validate_response(reply)

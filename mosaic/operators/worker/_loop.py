@@ -7,12 +7,16 @@ reply. See :mod:`mosaic.operators.worker.runtime` for the guarantees a worker gi
 
 from __future__ import annotations
 
+import array
 import contextlib
+import fcntl
 import io
 import json
 import logging
 import os
 import sys
+import termios
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
@@ -25,6 +29,34 @@ from mosaic.operators.worker._process import WorkerTerminated
 from mosaic.runtime.processes.lines import bounded_lines
 
 log = logging.getLogger("mosaic.worker")
+
+
+#: The longest a worker in MOSAIC's dialect waits for its driver to read a line before it
+#: writes the next of the same reply (see :meth:`InteractiveRuntime._write`).
+LINE_HANDOVER_WAIT = 1.0
+
+
+def wait_until_read(stream: BinaryIO, timeout: float) -> bool:
+    """Wait until every byte written to ``stream`` (a pipe or terminal) has been read from it,
+    at most ``timeout`` seconds; True if it was. A stream that cannot tell (a file) is True."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return True
+    unread = array.array("i", [0])
+    deadline = time.monotonic() + timeout
+    pause = 0.0002
+    while True:
+        try:
+            fcntl.ioctl(fd, termios.FIONREAD, unread)
+        except OSError:
+            return True
+        if unread[0] == 0:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(pause)
+        pause = min(pause * 2, 0.01)
 
 
 def _legal_from_info(info: Any) -> list[int] | None:
@@ -89,6 +121,10 @@ class InteractiveRuntime:
         self._in = stdin if stdin is not None else sys.stdin.buffer
         self._out = stdout if stdout is not None else sys.stdout.buffer
         self.dialect = dialect
+        #: Whether a line waits for the driver to read the one before it (see :meth:`_write`):
+        #: when answering a driver in MOSAIC's dialect, not in batch mode, which nobody reads
+        #: line by line.
+        self._hand_over_lines = False
         self.worker = worker
         self._episode = -1
         self._player_id: str | None = None
@@ -113,6 +149,7 @@ class InteractiveRuntime:
         try:
             if self.dialect == d.MOSAIC:
                 self._write([d.init_line(self.run_id, self.worker)])
+                self._hand_over_lines = True
             for line in self._lines():
                 if not self.handle_line(line):
                     break
@@ -205,14 +242,25 @@ class InteractiveRuntime:
                 yield line
 
     def _write(self, replies: list[dict[str, Any]]) -> None:
-        for reply in replies:
+        """Write ``replies``, one line each.
+
+        Answering a driver in MOSAIC's dialect, each line after the first waits (at most
+        :data:`LINE_HANDOVER_WAIT` seconds) until the driver has read the ones before it:
+        MOSAIC's handle waits with ``select`` and then reads one line through a buffered file,
+        so an ``episode_end`` that arrived with its ``step`` sat in that buffer, unseen.
+        """
+        for index, reply in enumerate(replies):
             if self.dialect == d.MOSAIC:
                 reply = d.to_mosaic(reply, self.run_id, max(self._episode, 0))
+            if index and self._hand_over_lines:
+                wait_until_read(self._out, LINE_HANDOVER_WAIT)
             try:
                 data = p.encode_line(reply)
             except p.ProtocolError as exc:
                 data = p.encode_line(self._error(f"cannot encode reply: {exc}", reply.get("id")))
             self._out.write(data)
+            if self._hand_over_lines:
+                self._out.flush()
         self._out.flush()
 
     def _dispatch(self, command: dict[str, Any]) -> list[dict[str, Any]]:

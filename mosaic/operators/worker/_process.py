@@ -150,22 +150,25 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
                         help="accepted for MOSAIC's launcher; mosaic's workers write no "
                              "telemetry themselves (the driver does)")
     launch.add_argument("--interactive", action="store_true",
-                        help="read commands on stdin; with MOSAIC's flags and without this "
-                             "one the worker runs --episodes episodes by itself, as --batch")
+                        help="MOSAIC's action-selector mode (init_agent/select_action); "
+                             "without it the worker owns --task and serves reset/step, except "
+                             "the LLM worker, which then plays --episodes episodes by itself")
 
 
-def apply_launcher_flags(args: argparse.Namespace) -> None:
+def apply_launcher_flags(args: argparse.Namespace, *, plays_alone: bool = False) -> None:
     """Settle ``args`` from MOSAIC's launcher flags, in place.
 
     With any of ``--task``, ``--env-name``, ``--telemetry-dir`` or ``--interactive`` the worker
-    was started by MOSAIC's launcher: the dialect defaults to ``mosaic``, and without
-    ``--interactive`` it runs in batch mode. ``--task`` becomes ``--env-id`` when it names a
-    registered Gymnasium environment and ``--env-id`` is not given.
+    was started by MOSAIC's launcher: the dialect defaults to ``mosaic``. Without
+    ``--interactive`` a worker that ``plays_alone`` (the LLM worker, as MOSAIC's own does) runs
+    in batch mode; every other one serves commands on stdin, as MOSAIC's random and passive
+    workers do then. ``--task`` becomes ``--env-id`` when it names a registered Gymnasium
+    environment and ``--env-id`` is not given.
     """
     by_mosaic = bool(args.task or args.env_name or args.telemetry_dir or args.interactive)
     if args.dialect is None:
         args.dialect = MOSAIC if by_mosaic else NATIVE
-    if by_mosaic and not args.interactive:
+    if by_mosaic and not args.interactive and plays_alone:
         args.batch = True
     if args.task and not args.env_id:
         if _is_gymnasium_id(args.task):

@@ -24,9 +24,10 @@ MOSAIC's launcher starts a worker as ``python -m workers.random_worker --run-id 
 --task T --telemetry-dir D [--interactive] --seed S``; every worker accepts these flags. Given
 any of them, the worker speaks MOSAIC's dialect (:mod:`mosaic.operators.dialect`: an ``init``
 line first, ``episode_index``/``step_index`` in ``ready`` and ``step``,
-``episode_steps``/``episode_return`` in ``episode_end``), runs in batch mode unless
-``--interactive`` is given, and owns ``--task`` when it is a Gymnasium id (else the driver owns
-the game). ``--dialect native|mosaic`` chooses the dialect explicitly.
+``episode_steps``/``episode_return`` in ``episode_end``) and owns ``--task`` when it is a
+Gymnasium id (else the driver owns the game). Without ``--interactive`` the LLM worker plays its
+episodes by itself (batch mode), as MOSAIC's does; every other worker serves reset/step as
+MOSAIC's random and passive workers do. ``--dialect native|mosaic`` chooses the dialect explicitly.
 
 The pieces live in private modules, one concern each: the policy protocol and action helpers
 (``_policy``), the command loop (``_loop``), the process setup and command line (``_process``)
@@ -80,12 +81,15 @@ __all__ = [
 log = logging.getLogger("mosaic.worker")
 
 
-def run_worker(name: str, args: argparse.Namespace, make_policy: Callable[[], Any]) -> int:
+def run_worker(name: str, args: argparse.Namespace, make_policy: Callable[[], Any], *,
+               plays_alone: bool = False) -> int:
     """Set the process up as worker ``name`` and serve until stop; returns the exit code.
 
     Order: stderr logging, SIGTERM handler, parent-death signal, stdout protection, MOSAIC's
-    launcher flags (see the module docstring), then the policy and the environment. A policy or
-    environment that cannot be built is logged and gives exit code 2 before any command is read.
+    launcher flags (see the module docstring; ``plays_alone``: started by MOSAIC's launcher
+    without ``--interactive``, the worker plays its episodes by itself), then the policy and the
+    environment. A policy or environment that cannot be built is logged and gives exit code 2
+    before any command is read.
     """
     logging.basicConfig(
         stream=sys.stderr, level=str(args.log_level).upper(),
@@ -95,7 +99,7 @@ def run_worker(name: str, args: argparse.Namespace, make_policy: Callable[[], An
     try:
         install_parent_death_signal()
         out = protocol_stdout()
-        apply_launcher_flags(args)
+        apply_launcher_flags(args, plays_alone=plays_alone)
         try:
             policy = make_policy()
             env = None
@@ -119,8 +123,8 @@ def run_worker(name: str, args: argparse.Namespace, make_policy: Callable[[], An
         log.debug("%s ready (pid %d)", name, os.getpid())
         if args.batch:
             if env is None:
-                log.error("batch mode (--batch, or MOSAIC's flags without --interactive) needs "
-                          "an environment: --env-id or a Gymnasium --task")
+                log.error("batch mode (--batch, or the LLM worker under MOSAIC's flags without "
+                          "--interactive) needs an environment: --env-id or a Gymnasium --task")
                 return 2
             return runtime.serve_batch(args.episodes, args.seed)
         return runtime.serve()
