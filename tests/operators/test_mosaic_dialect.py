@@ -457,11 +457,20 @@ def test_a_reader_that_takes_one_line_per_poll_gets_every_episode_end() -> None:
         reader.close()
 
 
-def test_mosaic_workers_started_by_mosaics_launcher_pass_mosaic_dialect_conformance() -> None:
-    argv = launched_by_mosaic("random_worker", task="CartPole-v1")
+@pytest.mark.parametrize("interactive", [True, False], ids=["--interactive", "env-owning"])
+@pytest.mark.parametrize(("module", "extra"), [
+    ("random_worker", ()),
+    ("passive_worker", ()),
+    ("scripted_worker", ("--policy", "workers.scripted_worker:first_legal")),
+])
+def test_mosaic_workers_started_by_mosaics_launcher_pass_mosaic_dialect_conformance(
+        module: str, extra: tuple[str, ...], interactive: bool) -> None:
+    """In both of the forms MOSAIC's launcher starts a worker in."""
+    argv = launched_by_mosaic(module, *extra, task="CartPole-v1", interactive=interactive)
     report = check_worker(argv, dialect="mosaic", timeout=20, env=workers_on_path())
     assert report.passed, str(report)
-    assert report["same seed, same trajectory"].passed  # the random worker claims it
+    if module != "scripted_worker":  # claimed with --reproducible only
+        assert report["same seed, same trajectory"].passed
 
 
 def test_without_mosaics_flags_the_workers_keep_mosaics_own_protocol(
