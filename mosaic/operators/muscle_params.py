@@ -8,7 +8,7 @@ Problems are worded by the one config pipeline (:mod:`mosaic.core.config_problem
 
 The models check the shape of the params only; what ``class`` and ``function`` name is imported
 when the muscle is set up. A worker's ``settings`` are checked with the evaluation file's settings
-models of its type (:data:`~mosaic.operators.api.settings.SETTINGS_MODELS`).
+models of its type (:mod:`mosaic.operators.api.kinds`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from mosaic.core.config_problems import (
 )
 from mosaic.core.errors import MosaicError
 from mosaic.operators.api.config import OPERATOR_TYPES
-from mosaic.operators.api.settings import SETTINGS_MODELS
+from mosaic.operators.api.kinds import operator_kinds, settings_problems, type_problems
 from mosaic.operators.llm_accounting import DEFAULT_MAX_FALLBACK_FRACTION
 
 __all__ = [
@@ -183,7 +183,7 @@ class WorkerSpec(_OperatorSpec):
     @field_validator("type")
     @classmethod
     def _known(cls, kind: str) -> str:
-        _one_of(kind, OPERATOR_TYPES, "one of " + ", ".join(OPERATOR_TYPES))
+        raise_if_any(type_problems(kind, ()))
         return kind
 
     def _problems(self) -> list[Problem]:
@@ -198,14 +198,15 @@ class WorkerSpec(_OperatorSpec):
 
 
 def _settings_problems(kind: str, settings: dict[str, Any]) -> list[Problem]:
-    model = SETTINGS_MODELS[kind]
-    _, problems = validate(model, settings, ("settings",))
+    known = operator_kinds()[kind]
+    model = known.settings_model() if known.builtin else None  # a plug-in's: imported below
+    fields = model.model_fields if model is not None else {}
     return [
         dataclasses.replace(problem, hint=_NOT_AGENT_SETTINGS[problem.loc[1]])
         if len(problem.loc) == 2 and problem.loc[1] in _NOT_AGENT_SETTINGS
-        and problem.loc[1] not in model.model_fields  # so the problem is an unknown key
+        and problem.loc[1] not in fields  # so the problem is an unknown key
         else problem
-        for problem in problems
+        for problem in settings_problems(kind, settings, ("settings",))
     ]
 
 

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-import typing
 from pathlib import Path
 from typing import Any
 
@@ -344,11 +343,15 @@ def test_seeds_per_episode_follow_the_environment_mode() -> None:
 
 
 def test_schema_and_launcher_agree_on_operator_types() -> None:
-    literal = typing.get_args(
-        EvaluationConfig.model_fields["operators"].annotation
-    )[0].model_fields["type"].annotation
-    assert set(typing.get_args(literal)) == set(OPERATOR_TYPES)
-    assert set(OPERATOR_TYPES) == set(operator_config.OPERATOR_TYPES)
+    """The types are named once (mosaic.operators.api.kinds); each has its settings model, and
+    each but command its worker module."""
+    from mosaic.operators.api.kinds import BUILTIN_KINDS
+    from mosaic.operators.api.settings import SETTINGS_MODELS
+    from mosaic.operators.driver.launcher import WORKER_MODULES
+
+    assert OPERATOR_TYPES == operator_config.OPERATOR_TYPES == tuple(BUILTIN_KINDS)
+    assert set(SETTINGS_MODELS) == set(BUILTIN_KINDS)
+    assert set(WORKER_MODULES) == set(BUILTIN_KINDS) - {"command"}
 
 
 def test_telemetry_path_resolution(tmp_path: Path) -> None:

@@ -13,17 +13,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mosaic.operators.api.kinds import BUILTIN_KINDS, kind_names, operator_kinds
+
 __all__ = ["OPERATOR_TYPES", "OperatorConfig", "WorkerAssignment"]
 
-#: Every operator type the launcher knows. ``command`` runs a third-party worker given as an argv.
-OPERATOR_TYPES: tuple[str, ...] = ("random", "passive", "scripted", "rl", "llm", "human", "command")
+#: mosaic's own operator types (:mod:`mosaic.operators.api.kinds` has them all, with those that
+#: installed packages add). ``command`` runs a third-party worker given as an argv.
+OPERATOR_TYPES: tuple[str, ...] = tuple(BUILTIN_KINDS)
 
 
 def _check_type(kind: str, what: str) -> None:
-    if kind not in OPERATOR_TYPES:
-        raise ValueError(
-            f"{what} must be one of {', '.join(OPERATOR_TYPES)}; got {kind!r}"
-        )
+    if kind not in operator_kinds():
+        raise ValueError(f"{what} must be {kind_names()}; got {kind!r}")
 
 
 def _as_command(command: Sequence[str] | None, what: str) -> tuple[str, ...] | None:

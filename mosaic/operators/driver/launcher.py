@@ -16,6 +16,7 @@ every type     ``env_kwargs`` (dict), ``render_every`` (int), ``render_mode``, `
                ``timeout``, ``max_retries``, ``retry_backoff``, ``temperature``, ``max_tokens``,
                ``system_prompt``, ``action_names``, ``keep_proxy_env`` (bool)
 ``human``      ``tty`` (default: the launcher's own terminal), ``action_names``
+a plug-in's    its own settings, one JSON object in ``--settings`` (:mod:`..api.kinds`)
 =============  ====================================================================================
 
 A single-agent worker owns the environment ``config.task`` (``--env-id``); the workers of a
@@ -45,6 +46,7 @@ from typing import Any
 
 from mosaic.core.errors import WorkerError
 from mosaic.operators.api.config import OperatorConfig, WorkerAssignment
+from mosaic.operators.api.kinds import BUILTIN_KINDS, operator_kind, plugin_settings_argv
 from mosaic.operators.driver.handle import OperatorProcessHandle
 from mosaic.operators.driver.multi_handle import MultiAgentOperatorHandle
 from mosaic.operators.protocol import PARENT_PID_ENV
@@ -54,13 +56,10 @@ __all__ = ["PROXY_VARIABLES", "WORKER_MODULES", "OperatorLauncher"]
 
 log = logging.getLogger("mosaic.operators.driver.launcher")
 
+#: The worker module of each of mosaic's own types (a plug-in type's is its entry point's).
 WORKER_MODULES: dict[str, str] = {
-    "random": "workers.random_worker",
-    "passive": "workers.passive_worker",
-    "scripted": "workers.scripted_worker",
-    "rl": "workers.rl_worker",
-    "llm": "workers.llm_worker",
-    "human": "workers.human_worker",
+    kind.name: kind.worker_module for kind in BUILTIN_KINDS.values()
+    if kind.worker_module is not None
 }
 
 PROXY_VARIABLES = ("ALL_PROXY", "all_proxy", "HTTP_PROXY", "http_proxy", "HTTPS_PROXY",
@@ -142,6 +141,12 @@ class OperatorLauncher:
     def _build(
         self, config: OperatorConfig, run_id: str, *, interactive: bool, owns_env: bool
     ) -> list[str]:
+        kind = operator_kind(config.operator_type)
+        if not kind.builtin:  # a plug-in's own settings go to its worker as --settings
+            own = {key: value for key, value in config.settings.items() if key not in _COMMON}
+            return [self.python, "-m", str(kind.worker_module), *plugin_settings_argv(own),
+                    *self._runtime_args(config, run_id, interactive=interactive,
+                                        owns_env=owns_env)]
         allowed = _COMMON | _SPECIFIC[config.operator_type]
         unknown = sorted(set(config.settings) - allowed)
         if unknown:

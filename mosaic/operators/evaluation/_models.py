@@ -35,8 +35,7 @@ class OperatorSpec(StrictModel):
         str, Field(pattern=NAME_PATTERN, description=f"a unique operator id {_NAME}")
     ]
     type: Annotated[
-        Literal["random", "passive", "scripted", "rl", "llm", "human", "command"],
-        Field(description="one of " + ", ".join(OPERATOR_TYPES)),
+        str, Field(description="one of " + ", ".join(OPERATOR_TYPES) + " or a plug-in's type"),
     ]
     env: Annotated[
         str, Field(min_length=1, description="a Gymnasium environment id, e.g. CartPole-v1")

@@ -71,7 +71,7 @@ from mosaic.core.config_problems import (
 from mosaic.core.config_yaml import FileKind, empty_file, read_document, require_mapping
 from mosaic.core.errors import ConfigError
 from mosaic.operators.api.config import OPERATOR_TYPES
-from mosaic.operators.api.settings import SETTINGS_MODELS
+from mosaic.operators.api.kinds import settings_problems, type_problems
 from mosaic.operators.evaluation._models import EvaluationConfig, OperatorSpec, TimeoutsSpec
 
 __all__ = [
@@ -127,9 +127,8 @@ def _semantic_problems(config: EvaluationConfig) -> list[Problem]:
         env = _env_problem(operator.env)
         if env is not None:
             problems.append(Problem((*at, "env"), env[0], env[1]))
-        settings_model = SETTINGS_MODELS.get(operator.type)
-        if settings_model is not None:
-            problems.extend(validate(settings_model, operator.settings, (*at, "settings"))[1])
+        problems.extend(type_problems(operator.type, (*at, "type")))
+        problems.extend(settings_problems(operator.type, operator.settings, (*at, "settings")))
     if config.environment_mode == "fixed" and len(config.seeds) != 1:
         problems.append(
             Problem(

@@ -132,6 +132,9 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
                        help="the operator's own seed: its actions' randomness comes from it, not "
                             "from the environment's reset seed (also the first seed in --batch "
                             "mode: episode i uses seed + i)")
+    group.add_argument("--settings", default="{}", type=_json_object,
+                       help="JSON object of a plug-in operator type's own settings (see "
+                            "mosaic.operators.api.kinds)")
     group.add_argument("--log-level", default=os.environ.get("MOSAIC_WORKER_LOG_LEVEL", "INFO"),
                        help="stderr log level (default INFO)")
     group.add_argument("--dialect", choices=DIALECTS, default=None,
