@@ -13,6 +13,7 @@ from mosaic.environments import EnvironmentAdapter
 from mosaic.environments.factory import make_any
 from mosaic.environments.info import InfoFilter
 from mosaic.environments.vector import VectorAdapter
+from mosaic.environments.video import EpisodeVideo, episode_video
 from mosaic.messages import (
     ActuatorSpec,
     EnvironmentResetRequest,
@@ -45,6 +46,7 @@ class EnvironmentActor(Component):
         super().__init__(uid)
         self._env: EnvironmentAdapter | VectorAdapter | None = None
         self._info = InfoFilter(uid)
+        self._video: EpisodeVideo | None = None
 
     @property
     def env(self) -> EnvironmentAdapter:
@@ -67,8 +69,10 @@ class EnvironmentActor(Component):
         for wrapper in request.wrappers:
             self.check_import(wrapper.class_path)
         env = make_any(request.env, request.params, request.copies, request.vector_mode,
-                       request.max_steps, request.wrappers)
+                       request.max_steps, request.wrappers, request.video,
+                       request.environment_uid)
         self._env = env
+        self._video = episode_video(env)
         if isinstance(env, VectorAdapter):
             env.info_filter = self._info
         sensors = tuple(SensorSpec(slot, space_to_dict(obs))
@@ -82,6 +86,8 @@ class EnvironmentActor(Component):
 
     @handles(EnvironmentResetRequest)
     def _reset(self, request: EnvironmentResetRequest) -> EnvironmentResetResponse:
+        if self._video is not None:
+            self._video.next_episode(request.episode)
         outcome = self.env.reset(check_seed(request.seed))
         return EnvironmentResetResponse(outcome.observations, outcome.acting, outcome.legal_actions,
                                         self._infos(outcome.infos))

@@ -27,7 +27,11 @@ class RunRecord:
     ``finished``, ``failed`` or ``cancelled`` (``error`` says why it failed), and ``digest``
     is the hex digest of every observation, action and reward (the same file, seed and values
     give the same digest). ``mean_return`` is over all its episodes, ``recent_mean_return``
-    over the last :data:`~mosaic.conductors.run_context.RECENT_EPISODES`.
+    over the last :data:`~mosaic.conductors.run_context.RECENT_EPISODES`: "mean return (all)"
+    and "mean return (last 100)" of ``runs list``. A run of several agents (multi-agent,
+    self-play) has them per agent too, in ``agent_means`` and ``agent_recent_means`` (agent uid
+    -> mean of its returns; empty for a run of one agent), as the summary and ``runs list``
+    show them: in a zero-sum game the total says nothing.
     """
 
     uid: str
@@ -43,6 +47,8 @@ class RunRecord:
     recent_mean_return: float | None
     wall_time: float
     params: dict[str, Any] = field(default_factory=dict)
+    agent_means: dict[str, float] = field(default_factory=dict)
+    agent_recent_means: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_result(cls, result: RunResult) -> RunRecord:
@@ -50,7 +56,14 @@ class RunRecord:
         return cls(result.uid, result.index, result.seed, result.phase, result.status,
                    result.error, result.episodes, result.steps, result.digest,
                    result.mean_return, result.recent_mean, result.wall_time,
-                   dict(result.params))
+                   dict(result.params), *_per_agent(result))
+
+
+def _per_agent(result: RunResult) -> tuple[dict[str, float], dict[str, float]]:
+    """A run's means per agent when several agents play, as the summary gives them."""
+    if len(result.agent_recent_means) < 2:
+        return {}, {}
+    return dict(result.agent_means), dict(result.agent_recent_means)
 
 
 class Results:
@@ -72,8 +85,9 @@ class Results:
 
     @property
     def ok(self) -> bool:
-        """Whether there were runs and every one finished."""
-        return bool(self.runs) and all(run.status == "finished" for run in self.runs)
+        """Whether there were runs and every one finished (or its search's pruner ended it)."""
+        return bool(self.runs) and all(run.status in ("finished", "pruned")
+                                       for run in self.runs)
 
     def __len__(self) -> int:
         return len(self.runs)

@@ -37,6 +37,10 @@ def plan_resume(experiment: Experiment, writer: StoreWriter) -> StoredExperiment
     running in another command on this host; StoreError as the writer does.
     """
     shown = experiment.store_shown
+    if experiment.search is not None:
+        raise ConfigError(str(experiment.source), "sweep.search", "a search cannot be resumed: "
+                          "its points depend on every run before them",
+                          "start it anew without --resume")
     stored = writer.find_experiment(experiment.uid)
     if stored is None:
         raise NothingToResume(f"nothing to resume: {shown} holds no experiment "

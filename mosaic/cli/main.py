@@ -23,6 +23,8 @@ from mosaic.cli.console import configure_logging, exit_with_error
 from mosaic.cli.dashboard import dashboard
 from mosaic.cli.evaluate import evaluate, manual
 from mosaic.cli.keys import keys
+from mosaic.cli.operators import operators
+from mosaic.cli.replay import replay
 from mosaic.cli.results import export, plot
 from mosaic.cli.store import store as store_group
 from mosaic.core.errors import interruption_in
@@ -189,7 +191,7 @@ def experiment_start(file: str, store: str | None, jobs: int | None, ray: str | 
     def run_ended(result):  # type: ignore[no-untyped-def]
         if display is not None:
             display.run_ended(result.index, format_run_line(result))
-        elif result.status != "finished":
+        elif result.status not in ("finished", "pruned"):
             click.echo(format_run_line(result), err=True)
 
     try:
@@ -230,13 +232,27 @@ def experiment_start(file: str, store: str | None, jobs: int | None, ray: str | 
     if not quiet:
         click.echo("")
         click.echo(format_summary(results, experiment.store_shown,
-                                  _fallbacks(experiment.store_target, results)))
+                                  _fallbacks(experiment.store_target, results),
+                                  best=_best(experiment, results)))
     if execution.store_lost is not None:
         exit_with_error(execution.store_lost, EXIT_FAILED)
     if execution.cancelled_by is not None:
         click.echo("mosaic: cancelled; every step taken so far is stored.", err=True)
         sys.exit(EXIT_SIGNAL.get(execution.cancelled_by, EXIT_FAILED))
-    sys.exit(EXIT_OK if results and all(r.status == "finished" for r in results) else EXIT_FAILED)
+    sys.exit(EXIT_OK if results and all(r.status in ("finished", "pruned") for r in results)
+             else EXIT_FAILED)
+
+
+def _best(experiment: Any, results: list[Any]) -> str | None:
+    """The best point of a search, as the summary names it (None: not a search, or none)."""
+    search = experiment.search
+    if search is None:
+        return None
+    from mosaic.orchestration.search import best_point
+
+    best = best_point(results, search.metric, search.direction, experiment.phase_names()[-1])
+    return best.describe() if best is not None else f"Best point: none ({search.metric} of no "\
+        "point whose runs all finished)"
 
 
 def _fallbacks(store: Any, results: list[Any]) -> dict[str, tuple[int, float]]:
@@ -325,7 +341,9 @@ def runs_show(run: str, store: str | None, experiment: str | None, last: int) ->
 
 runs.add_command(plot)
 runs.add_command(export)
+runs.add_command(replay)
 cli.add_command(keys)
+cli.add_command(operators)
 cli.add_command(store_group)
 cli.add_command(evaluate)
 cli.add_command(manual)

@@ -7,16 +7,18 @@ from typing import TYPE_CHECKING, Any
 
 from mosaic.conductors.run_context import RECENT_EPISODES
 from mosaic.orchestration.executor import RunResult
+from mosaic.store import format_means
 
 if TYPE_CHECKING:
     from mosaic.experiment import Experiment
 
 def format_title(experiment: Experiment) -> str:
     """The first line of ``mosaic experiment-start``: what is about to run."""
-    if experiment.points:
+    if experiment.points or experiment.search is not None:
         return (f"mosaic: experiment {experiment.uid!r}: {experiment.run_count} run(s) = "
-                f"{len(experiment.points)} sweep point(s) x {experiment.runs} seed(s), "
-                f"seed {experiment.seed}")
+                f"{experiment.run_count // experiment.runs} "
+                f"{'search' if experiment.search is not None else 'sweep'} point(s) x "
+                f"{experiment.runs} seed(s), seed {experiment.seed}")
     schedule = ", ".join(
         f"{config.phase} ({config.mode}, {config.episodes} episodes)"
         for config in (experiment.run_config(0, p)
@@ -29,11 +31,12 @@ def format_title(experiment: Experiment) -> str:
 
 def _mean(result: RunResult) -> str:
     """The mean return of the last RECENT_EPISODES episodes; per agent when several agents
-    share the environments."""
-    if len(result.agent_recent_means) > 1:
-        return " ".join(f"{agent} {value:.2f}"
-                        for agent, value in sorted(result.agent_recent_means.items()))
-    return f"{result.recent_mean:.2f}" if result.recent_mean is not None else "-"
+    share the environments (as ``runs list`` gives it)."""
+    return format_means(result.recent_mean, result.agent_recent_means, _two_digits)
+
+
+def _two_digits(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def _param(value: Any) -> str:
@@ -54,7 +57,8 @@ def format_run_line(result: RunResult) -> str:
     if result.node is not None:
         line += f", on Ray {result.node}"
     if result.ended_early:
-        line += f"\n  ended early by its termination condition: {result.ended_early}"
+        line += (f"\n  ended early: {result.ended_early}" if result.status == "pruned" else
+                 f"\n  ended early by its termination condition: {result.ended_early}")
     if result.error:
         line += f"\n  error: {result.error}"
     if result.killed:
@@ -63,11 +67,13 @@ def format_run_line(result: RunResult) -> str:
 
 
 def format_summary(results: list[RunResult], store_path: str,
-                   fallbacks: dict[str, tuple[int, float]] | None = None) -> str:
+                   fallbacks: dict[str, tuple[int, float]] | None = None,
+                   best: str | None = None) -> str:
     """The table at the end of ``mosaic experiment-start``.
 
     ``fallbacks`` (run uid -> actions accounted, fallbacks; from the ``llm.fallback`` metric)
-    adds a line per run whose operators account for LLM calls.
+    adds a line per run whose operators account for LLM calls; ``best`` (a search's best
+    point, in words) a line of its own.
     """
     paths = list(dict.fromkeys(path for r in results for path in r.params))
     headers = ("run", "seed", *paths, "status", "episodes", "steps",
@@ -88,11 +94,14 @@ def format_summary(results: list[RunResult], store_path: str,
     lines.append("")
     for r in results:
         if r.ended_early:
-            lines.append(f"Ended early: {r.uid}: {r.ended_early} (termination)")
+            lines.append(f"Ended early: {r.uid}: {r.ended_early} "
+                         f"({'search' if r.status == 'pruned' else 'termination'})")
         if fallbacks and r.uid in fallbacks:
             actions, fell_back = fallbacks[r.uid]
             lines.append(f"LLM fallbacks: {r.uid}: {int(fell_back)} of {actions} actions "
                          f"(metric llm.fallback)")
+    if best is not None:
+        lines.append(best)
     lines.append(f"{len(results)} run(s), {total_episodes} episodes, {total_steps:,} steps.")
     lines.append(f"Results: {store_path}")
     lines.append(f"  mosaic runs list --store {store_path}")

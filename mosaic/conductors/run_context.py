@@ -68,8 +68,10 @@ class Progress:
     steps: int = 0
     episodes_total: int = 0
     return_sum: float = 0.0
-    #: agent uid -> sum of its episode returns (its slots' rewards), for per-agent means.
+    #: agent uid -> sum of its episode returns (its slots' rewards), and how many episodes it
+    #: played, for per-agent means.
     agent_return_sums: dict[str, float] = field(default_factory=dict)
+    agent_episodes: dict[str, int] = field(default_factory=dict)
     last_return: float | None = None
     #: The returns of the last RECENT_EPISODES episodes, and of each agent in them.
     recent_returns: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_EPISODES))
@@ -84,10 +86,15 @@ class Progress:
     last_step_at: float | None = None
     #: Why a termination condition ended the run before its episodes (None: it did not).
     ended_early: str | None = None
+    #: A run of a search: whether its pruner ended it (``ended_early`` says why), and the
+    #: (episodes, value) of its metric at each episode end (see mosaic.orchestration.pruning).
+    pruned: bool = False
+    reported: list[tuple[int, float]] = field(default_factory=list)
 
     def agent_ended_episode(self, agent: str, total: float) -> None:
         """Count ``total``, ``agent``'s return in an episode that ended."""
         self.agent_return_sums[agent] = self.agent_return_sums.get(agent, 0.0) + total
+        self.agent_episodes[agent] = self.agent_episodes.get(agent, 0) + 1
         recent = self.agent_recent_returns.get(agent)
         if recent is None:
             recent = self.agent_recent_returns[agent] = deque(maxlen=RECENT_EPISODES)

@@ -11,7 +11,7 @@ from types import ModuleType
 
 from mosaic.core.errors import MissingExtra
 
-__all__ = ["GAMES", "MLFLOW", "RESULTS", "TENSORBOARD", "extra_for", "require"]
+__all__ = ["GAMES", "MLFLOW", "RESULTS", "TENSORBOARD", "VIDEO", "extra_for", "require"]
 
 #: The extra with the packages that turn a store into tables, files and plots.
 RESULTS = "results"
@@ -20,11 +20,15 @@ GAMES = "games"
 #: The extras of the tracking sinks (mosaic.tracking): tensorboardX, and MLflow's client.
 TENSORBOARD = "tensorboard"
 MLFLOW = "mlflow"
+#: The extra that records episodes as videos and exports replays as GIF and MP4: MoviePy (which
+#: Gymnasium's RecordVideo imports), imageio and imageio-ffmpeg (ffmpeg in the wheel).
+VIDEO = "video"
 
 #: Top-level modules that third-party code imports and a mosaic extra installs.
 _EXTRA_OF = {"pygame": GAMES, "pandas": RESULTS, "pyarrow": RESULTS, "matplotlib": RESULTS,
              "psycopg": "postgres", "ray": "ray", "torch": "torch",
-             "tensorboardX": TENSORBOARD, "mlflow": MLFLOW}
+             "tensorboardX": TENSORBOARD, "mlflow": MLFLOW, "moviepy": VIDEO, "imageio": VIDEO,
+             "imageio_ffmpeg": VIDEO}
 
 
 def extra_for(module: str) -> str | None:

@@ -18,7 +18,7 @@ from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 
 from mosaic.core.errors import MosaicError
-from mosaic.dashboard import manual_routes, run_routes
+from mosaic.dashboard import manual_routes, run_routes, video_routes
 from mosaic.dashboard.curves import CurveCache
 from mosaic.dashboard.live import POLL_INTERVAL, StoreWatcher
 from mosaic.dashboard.manual import BrowserManual
@@ -72,7 +72,7 @@ def create_app(dashboard: Dashboard, closing: threading.Event | None = None) -> 
         return run_routes.errors_as_json(error)
 
     app = Starlette(
-        routes=[*run_routes.routes, *manual_routes.routes,
+        routes=[*run_routes.routes, *video_routes.routes, *manual_routes.routes,
                 Mount("/static", StaticFiles(directory=STATIC), name="static")],
         exception_handlers={run_routes.BadRequest: as_json, MosaicError: as_json},
         # Inside Starlette's handling of errors (a 500 for anything unhandled), outside that of

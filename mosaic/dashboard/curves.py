@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from mosaic.core.errors import StoreError
 from mosaic.results import moving_average
-from mosaic.store import Store, schema
+from mosaic.store import Store, agent_returns, schema, several_agents
 
 __all__ = ["MAX_POINTS", "CurveCache", "downsample", "run_curves"]
 
@@ -118,28 +118,55 @@ def _check_run(conn: sa.Connection, run_id: int, where: str) -> None:
         raise StoreError(f"no run with id {run_id} in {where}")
 
 
+#: A run's returns: its agents (empty for a run of one agent), and its training episodes as
+#: rows of (steps, total return, each agent's return or NaN where it did not play).
+Returns = tuple[list[str], np.ndarray]
+
+
 def _read_returns(conn: sa.Connection, run_id: int, after: int,
-                  known: np.ndarray | None) -> tuple[int, np.ndarray]:
-    """(the last episode row id read, the run's episodes as rows of (steps, return))."""
+                  known: Returns | None) -> tuple[int, Returns]:
+    """(the last episode row id read, the run's returns), reading only the episodes after
+    ``after`` onto those ``known``. A run of several agents has a line per agent: the total of
+    a zero-sum game is 0 whatever happens."""
     e = schema.episodes
+    mapping: dict[str, dict[str, str]] = conn.execute(
+        sa.select(schema.runs.c.agents).where(schema.runs.c.id == run_id)
+    ).scalar_one_or_none() or {}
+    if known is None:
+        agents = sorted({agent for by_slot in mapping.values() for agent in by_slot.values()}
+                        ) if several_agents(mapping) else []
+        known = (agents, np.empty((0, 2 + len(agents))))
+    agents, data = known
     rows = conn.execute(
-        sa.select(e.c.id, e.c.steps, e.c.total_return)
+        sa.select(e.c.id, e.c.steps, e.c.total_return, e.c.environment, e.c.returns)
         .where(e.c.run_id == run_id, e.c.evaluation == sa.false(), e.c.id > after)
         .order_by(e.c.id)
     ).all()
-    new = np.array([(s, np.nan if r is None else r) for _, s, r in rows],
-                   dtype=np.float64).reshape(-1, 2)
-    data = new if known is None else np.concatenate([known, new])
-    return (int(rows[-1][0]) if rows else after), data
+    new = np.full((len(rows), 2 + len(agents)), np.nan)
+    for index, (_, steps, total, environment, returns) in enumerate(rows):
+        new[index, 0] = steps
+        new[index, 1] = np.nan if total is None else total
+        if agents:
+            by_agent = agent_returns(returns or {}, mapping.get(environment))
+            new[index, 2:] = [by_agent.get(agent, np.nan) for agent in agents]
+    return (int(rows[-1][0]) if rows else after), (agents, np.concatenate([data, new]))
 
 
-def _return_lines(data: np.ndarray, x: XAxis, smooth: int,
+def _return_lines(returns: Returns, x: XAxis, smooth: int,
                   points: int) -> list[dict[str, Any]]:
+    agents, data = returns
     if not len(data):
         return []
     xs = (np.arange(1, len(data) + 1, dtype=np.float64) if x == "episodes"
           else np.cumsum(data[:, 0]))
-    return [{"label": "return", **downsample(xs, data[:, 1], smooth, points)}]
+    if not agents:
+        return [{"label": "return", **downsample(xs, data[:, 1], smooth, points)}]
+    lines = []
+    for column, agent in enumerate(agents, start=2):
+        played = ~np.isnan(data[:, column])  # at the run's episodes the agent played
+        lines.append({"label": agent,
+                      **downsample(xs[played], data[played, column], smooth, points)})
+    return lines
 
 
 def _newest_metric(conn: sa.Connection, run_id: int) -> int:

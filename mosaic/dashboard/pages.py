@@ -14,7 +14,7 @@ from datetime import datetime
 from html import escape
 from typing import Any
 
-from mosaic.store import RunDetail, RunSummary
+from mosaic.store import RunDetail, RunSummary, format_means
 
 __all__ = [
     "page",
@@ -70,6 +70,32 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
+def _means(total: float | None, by_agent: dict[str, float], *, with_total: bool = False) -> str:
+    """A mean return as every view gives it (see ``format_means``): per agent in a run of
+    several, each agent's kept on one line; ``with_total`` adds the total after them."""
+    if len(by_agent) < 2:
+        return _num(total)
+    shown = ", ".join(f"<span class=agent>{escape(agent)} {_num(value)}</span>"
+                      for agent, value in sorted(by_agent.items()))
+    return shown + (f" (total {_num(total)})" if with_total else "")
+
+
+def _means_text(total: float | None, by_agent: dict[str, float]) -> str:
+    """:func:`_means` as plain text, for a title."""
+    return format_means(total, by_agent, lambda value: "-" if value is None else f"{value:,.2f}")
+
+
+def _returns(returns: dict[str, float]) -> str:
+    """An episode's return per env agent, as ``runs show`` gives it."""
+    return ", ".join(f"{slot}={_num(value)}" for slot, value in sorted(returns.items()))
+
+
+def _uid(uid: str) -> str:
+    """A run's uid, free to wrap after each '-': the runs of an experiment differ only at
+    its end (stamp, suffix, index, phase), which a cut would hide."""
+    return escape(uid).replace("-", "-<wbr>")
+
+
 def _params(params: dict[str, Any]) -> str:
     return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                     for k, v in params.items())
@@ -87,12 +113,14 @@ def run_row(run: RunSummary) -> str:
     return (
         f'<div class=row role=row data-run="{run.id}" data-experiment="{escape(run.experiment)}">'
         f'<div><input type=checkbox class=pick value="{run.id}"></div>'
-        f'<div><a href="/runs/{run.id}">{escape(run.uid)}</a></div>'
+        f'<div class=uid><a href="/runs/{run.id}" title="{escape(run.uid)}">{_uid(run.uid)}</a>'
+        "</div>"
         f"<div>{badge(run.status)}</div>"
         f'<div class=num>{"&ndash;" if run.seed is None else run.seed}</div>'
         f"<div class=num>{run.episodes:,}</div><div class=num>{run.steps:,}</div>"
-        f'<div class=num title="mean return (all): {_num(run.mean_return)}">'
-        f"{_num(run.recent_mean_return)}</div>"
+        f'<div class="num means" title="mean return (all): '
+        f'{escape(_means_text(run.mean_return, run.agent_means))}">'
+        f"{_means(run.recent_mean_return, run.agent_recent_means)}</div>"
         f'<div class=mono title="{escape(digest)}">{escape(digest[:12]) or "&ndash;"}</div>'
         f"<div>{escape(params) or '&ndash;'}</div><div>{_when(run.started_at)}</div>"
         f"<div class=num>{_duration(run.duration)}</div>"
@@ -140,8 +168,9 @@ def run_sections(detail: RunDetail, environments: Iterable[str], replayable: boo
         ("seed", "&ndash;" if run.seed is None else str(run.seed)),
         ("episodes", f"{run.episodes:,}"), ("steps", f"{run.steps:,}"),
         (f"mean return (last {detail.episode_stats.recent})",
-         _num(detail.episode_stats.recent_mean_return)),
-        ("mean return (all)", _num(run.mean_return)),
+         _means(detail.episode_stats.recent_mean_return, detail.episode_stats.agent_recent_means,
+                with_total=True)),
+        ("mean return (all)", _means(run.mean_return, run.agent_means, with_total=True)),
         ("digest", f'<span class=mono>{escape(detail.digest)}</span>' if detail.digest
          else "&ndash;"),
         ("parameters", escape(_params(run.params)) or "&ndash;"),
@@ -161,10 +190,13 @@ def run_sections(detail: RunDetail, environments: Iterable[str], replayable: boo
         f"<td>{escape(t.reason or '')}</td></tr>" for t in detail.transitions)
     shown = [*detail.first_episodes, *detail.last_episodes]
     names = set(environments)
+    # Several env agents: each one's return beside the total, which a zero-sum game makes 0.
+    several = any(len(e.returns) > 1 for e in shown)
     episodes = "".join(
         f"<tr><td>{escape(e.environment)}</td><td class=num>{e.episode}</td>"
         f"<td class=num>{e.steps}</td><td class=num>{_num(e.total_return)}</td>"
-        f"<td>{'terminated' if e.terminated else 'truncated' if e.truncated else '&ndash;'}</td>"
+        + (f"<td>{escape(_returns(e.returns))}</td>" if several else "")
+        + f"<td>{'terminated' if e.terminated else 'truncated' if e.truncated else '&ndash;'}</td>"
         f'<td class=num>{"&ndash;" if e.seed is None else e.seed}</td><td>'
         + (f'<a class=replay href="/runs/{run.id}/replay?environment={escape(e.environment)}'
            f'&amp;episode={e.episode}">replay</a>'
@@ -177,7 +209,8 @@ def run_sections(detail: RunDetail, environments: Iterable[str], replayable: boo
         "transitions": ("<table><thead><tr><th>#</th><th>from</th><th>to</th><th>at</th>"
                         f"<th>reason</th></tr></thead><tbody>{transitions}</tbody></table>"),
         "episodes": ("<table><thead><tr><th>environment</th><th>episode</th><th>steps</th>"
-                     "<th>return</th><th>end</th><th>seed</th><th></th></tr></thead>"
+                     "<th>return</th>" + ("<th>returns</th>" if several else "")
+                     + "<th>end</th><th>seed</th><th></th></tr></thead>"
                      f"<tbody>{episodes}</tbody></table>"),
     }
 

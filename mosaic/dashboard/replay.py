@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,14 +42,15 @@ class ReplayError(MosaicError):
 
 @dataclass(frozen=True)
 class Replay:
-    """One re-simulated episode: its frames (base64 PNGs, one before the first step and one
-    after each), its stored and re-simulated actions and rewards, and both digests."""
+    """One re-simulated episode: its frames (base64 PNGs unless asked otherwise, one before the
+    first step and one after each), its stored and re-simulated actions and rewards, and both
+    digests."""
 
     environment: str
     episode: int
     seed: int
     env: str
-    frames: list[str]
+    frames: list[Any]
     actions: list[Any]
     rewards: list[float]
     stored_digest: str
@@ -94,11 +96,15 @@ def run_check(store: Store, run_id: int) -> tuple[str | None, str]:
         "or they were changed")
 
 
-def replay_episode(store: Store, run_id: int, environment: str, episode: int) -> Replay:
+def replay_episode(store: Store, run_id: int, environment: str, episode: int,
+                   render: Callable[[Any], Any] | None = None) -> Replay:
     """Re-simulate episode ``episode`` of ``environment`` in run ``run_id`` (see the module).
 
+    Its frames are base64 PNGs, or what ``render`` makes of the environment after its reset
+    and each step (``lambda env: env.render()``: the RGB arrays).
     Raises ReplayError when it cannot be replayed, StoreError when the store cannot be read.
     """
+    frame = render or _frame
     spec, params, max_steps = _environment_spec(store, run_id, environment)
     seed = _episode_seed(store, run_id, environment, episode)
     stored = list(_rows(store, run_id, environment, episode))
@@ -115,7 +121,7 @@ def replay_episode(store: Store, run_id: int, environment: str, episode: int) ->
             digest_size=16)
         mismatch: int | None = None
         observation, _ = env.reset(seed=seed)
-        frames.append(_frame(env))
+        frames.append(frame(env))
         for index, (env_uid, slot, stored_obs, action, reward, term, trunc, _) in enumerate(
                 stored):
             stored_hash.update(pack((env_uid, slot, stored_obs, action, reward, term, trunc)))
@@ -128,7 +134,7 @@ def replay_episode(store: Store, run_id: int, environment: str, episode: int) ->
             if mismatch is None and pack(replayed) != pack(
                     (env_uid, slot, stored_obs, action, reward, term, trunc)):
                 mismatch = index
-            frames.append(_frame(env))
+            frames.append(frame(env))
             actions.append(_plain(action))
             rewards.append(float(new_reward))
             if (terminated or truncated) and index + 1 < len(stored):

@@ -24,10 +24,11 @@ from mosaic.dashboard import pages
 from mosaic.dashboard.curves import CurveCache
 from mosaic.dashboard.live import StoreWatcher, event_stream
 from mosaic.dashboard.replay import ReplayError, replay_episode, replayable, run_check
+from mosaic.dashboard.videos import export_links, run_videos, videos_section
 from mosaic.store import Store, schema
 from mosaic.store.schema import FINAL_STATUSES
 
-__all__ = ["BadRequest", "int_param", "routes"]
+__all__ = ["BadRequest", "int_param", "routes", "store_of"]
 
 #: Runs one comparison may draw.
 MAX_COMPARED = 50
@@ -68,6 +69,11 @@ def _store(request: Request) -> Store:
     if store is None:
         raise BadRequest("this dashboard was started without --store")
     return store
+
+
+def store_of(request: Request) -> Store:
+    """The store the dashboard serves; BadRequest when it was started without ``--store``."""
+    return _store(request)
 
 
 def _where(request: Request) -> str:
@@ -118,9 +124,10 @@ async def sections_of(request: Request, run_id: int) -> dict[str, Any]:
 async def run_page(request: Request) -> Response:
     store, run_id = _store(request), request.path_params["run_id"]
     # Both at once, and the curve in the page: the reads overlap, and no second round trip.
-    sections, drawn = await asyncio.gather(
+    sections, drawn, recorded = await asyncio.gather(
         sections_of(request, run_id),
-        run_in_threadpool(chart, store, request.app.state.curves, [run_id]))
+        run_in_threadpool(chart, store, request.app.state.curves, [run_id]),
+        run_in_threadpool(run_videos, store, run_id))
     body = (
         f'<h1>{escape(sections["uid"])}</h1>'
         f'<section id=failure>{sections["failure"]}</section>'
@@ -128,6 +135,7 @@ async def run_page(request: Request) -> Response:
         f"<h2>Learning curve</h2>{pages.chart_controls(sections['metrics'])}"
         f'<h2>State transitions</h2><section id=transitions>{sections["transitions"]}</section>'
         f'<h2>Episodes</h2><section id=episodes>{sections["episodes"]}</section>'
+        f"{videos_section(recorded)}"
     )
     return HTMLResponse(pages.page(sections["uid"], body, where=store.location,
                                    script="run.js", data={"runs": [run_id], "chart": drawn}))
@@ -192,7 +200,8 @@ async def replay_page(request: Request) -> Response:
             f"episode {episode}</h1><div id=verdict class=verdict>re-simulating…</div>"
             '<div class=player><img id=frame alt="frame"><div class=playbar>'
             "<button id=play>Play</button><input id=position type=range min=0 value=0>"
-            "<span id=where></span></div></div>")
+            "<span id=where></span></div></div>"
+            f"<div class=exports>{export_links(run_id, environment, episode)}</div>")
     return HTMLResponse(pages.page("Replay", body, where=store.location, script="replay.js",
                                    data={"run": run_id, "environment": environment,
                                          "episode": episode}))

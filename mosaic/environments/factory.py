@@ -20,7 +20,8 @@ from mosaic.environments.adapter import EnvironmentAdapter
 from mosaic.environments.gymnasium_adapter import GymnasiumAdapter
 from mosaic.environments.pettingzoo_adapter import AECAdapter, ParallelAdapter
 from mosaic.environments.vector import VECTOR_MODES, VectorAdapter
-from mosaic.messages.run_config import WrapperPlan
+from mosaic.environments.video import RENDER_MODE, EpisodeVideo, VideoError
+from mosaic.messages.run_config import VideoPlan, WrapperPlan
 
 #: The params key that picks the PettingZoo API of a ``pettingzoo:`` module offering both.
 API_PARAM = "api"
@@ -100,13 +101,21 @@ def _close(env: Any) -> None:
 
 def make_any(spec: str, params: Mapping[str, Any], copies: int | None = None,
              vector_mode: str = "sync", max_steps: int | None = None,
-             wrappers: Sequence[WrapperPlan] = ()) -> EnvironmentAdapter | VectorAdapter:
+             wrappers: Sequence[WrapperPlan] = (), video: VideoPlan | None = None,
+             name: str = "") -> EnvironmentAdapter | VectorAdapter:
     """What the environment actor holds: one environment, or a vector of ``copies``.
 
     Without ``copies`` it is :func:`make_environment`'s environment, unless a factory makes a
     ``gymnasium.vector.VectorEnv`` (``gymnasium.make_vec``, say): that one is held as it is
     (and cannot take ``wrappers``). With ``copies`` it is :func:`make_vector_environment`'s.
+
+    With ``video`` the environment (one Gymnasium environment, no copies) is made with
+    ``render_mode="rgb_array"`` and, outside its ``wrappers``, records the episodes ``video``
+    names as the environment ``name`` (:class:`~mosaic.environments.video.EpisodeVideo`).
+    Raises :class:`~mosaic.environments.video.VideoError` when it cannot be recorded.
     """
+    if video is not None:
+        return _recorded(spec, params, wrappers, video, name)
     if copies is not None:
         return make_vector_environment(spec, params, copies, vector_mode, max_steps, wrappers)
     kind, _, _ = spec.partition(":")
@@ -116,6 +125,31 @@ def make_any(spec: str, params: Mapping[str, Any], copies: int | None = None,
     if isinstance(made, VectorEnv) and not wrappers:
         return VectorAdapter(made, max_steps)
     return _adapt(spec, wrap(spec, made, wrappers))
+
+
+def _recorded(spec: str, params: Mapping[str, Any], wrappers: Sequence[WrapperPlan],
+              video: VideoPlan, name: str) -> EnvironmentAdapter:
+    asked = params.get("render_mode", RENDER_MODE)
+    if asked != RENDER_MODE:
+        raise VideoError(f"environment {spec!r}: record_video needs render_mode={RENDER_MODE!r}, "
+                         f"and params set render_mode={asked!r}")
+    kind, _, target = spec.partition(":")
+    if kind == "pettingzoo":
+        raise VideoError(f"environment {spec!r}: record_video records Gymnasium environments")
+    rendering = {**params, "render_mode": RENDER_MODE}
+    made = (gymnasium.make(target, **rendering) if kind == "gymnasium"
+            else _call_factory(spec, rendering))
+    if not isinstance(made, gymnasium.Env):
+        _close(made)
+        raise VideoError(f"environment {spec!r}: record_video records a gymnasium.Env, and it "
+                         f"made a {type(made).__name__}")
+    modes = made.metadata.get("render_modes") or ()
+    if RENDER_MODE not in modes:
+        _close(made)
+        raise VideoError(f"environment {spec!r} cannot render {RENDER_MODE!r} frames (its "
+                         f"render modes: {', '.join(map(str, modes)) or 'none'}), which "
+                         "record_video needs")
+    return GymnasiumAdapter(EpisodeVideo(wrap(spec, made, wrappers), video, name or "environment"))
 
 
 def make_vector_environment(spec: str, params: Mapping[str, Any], copies: int,

@@ -50,7 +50,11 @@ __all__ = [
     "experiment_from_data",
     "format_location",
     "load_experiment",
+    "search_point",
 ]
+
+# What an Experiment holds beyond the file's keys.
+_RESOLVED = {"source", "store_path", "store_url", "curve_keys_dir", "points", "overrides"}
 
 _EXPERIMENT = FileKind(
     "experiment",
@@ -80,7 +84,8 @@ def load_experiment(
     ``agents.0.params.learning_rate``) to values that replace what the file holds there, as if
     written in the file; a mapping value replaces the whole mapping at its path. A ``sweep``
     section (:mod:`mosaic.experiment.sweep`) is expanded into :attr:`Experiment.points`, each
-    validated as a file of its own.
+    validated as a file of its own; a ``search``'s points are asked for while it runs, and the
+    ends of its distributions and each of its choices are validated here instead.
 
     Raises :class:`~mosaic.core.errors.ConfigError` for a file that is missing, unreadable, larger
     than :data:`MAX_FILE_BYTES`, not YAML text, nested deeper than :data:`MAX_DEPTH` or not a
@@ -191,6 +196,7 @@ def _build(shown: str, document: Document, source: Path, store_override: str | N
     where = {"store_url": store} if isinstance(store, str) else {"store_path": store}
     curve_keys_dir = _curve_keys_dir(model, source, shown, positions)
     _check_tracking(model, shown, positions)
+    _check_search(model, shown, positions)
     fields = {name: getattr(model, name) for name in ExperimentFile.model_fields}
     experiment = Experiment.model_validate({**fields, "source": source, **where,
                                             "curve_keys_dir": curve_keys_dir, "points": points,
@@ -268,7 +274,63 @@ def _points(data: Any, model: ExperimentFile) -> tuple[tuple[SweepPoint, ...], l
                                 Problem(where, message, problem.hint))
         if settings is not None:
             points.append(SweepPoint(params=values, settings=settings))
+    if sweep.search is not None:  # its points are asked for as it runs: these were probes
+        return (), list(problems.values())
     return tuple(points), list(problems.values())
+
+
+def search_point(experiment: Experiment, values: Mapping[str, Any]) -> SweepPoint:
+    """The point of ``experiment``'s search with ``values`` (key path -> value), validated as
+    a file of its own, as every point of a grid is when loaded.
+
+    Raises :class:`~mosaic.core.errors.ConfigError` naming the key path whose value it cannot
+    take.
+    """
+    data = experiment.model_dump(by_alias=True, exclude_unset=True,
+                                 exclude={"sweep", *_RESOLVED})
+    at: dict[Loc, str] = {}
+    try:
+        for path, value in values.items():
+            at[set_value(data, path, copy.deepcopy(value))] = path
+    except PathError as error:
+        raise ConfigError(str(experiment.source), format_location(error.loc),
+                          error.message, error.hint) from None
+    settings, found = validate(ExperimentFile, data)
+    if settings is None or found:
+        problem = found[0]
+        swept = next((p for loc, p in at.items() if covers(loc, problem.loc)), "")
+        where = format_location(problem.loc)
+        raise ConfigError(str(experiment.source), f"sweep.search.params[{swept!r}]",
+                          f"with {swept} = {values.get(swept)!r}: {where}: {problem.message}",
+                          problem.hint)
+    return SweepPoint(params=dict(values), settings=settings)
+
+
+def _check_search(model: ExperimentFile, shown: str, positions: dict[Loc, Position]) -> None:
+    """Refuse a search without Optuna (naming the extra), or with a sampler or pruner option
+    Optuna does not take, before anything runs."""
+    search = model.sweep.search if model.sweep is not None else None
+    if search is None:
+        return
+    from mosaic.experiment.search import build_pruner, build_sampler, optuna
+
+    try:
+        optuna()
+    except MissingExtra as error:
+        raise ConfigError(shown, "sweep.search", str(error),
+                          line=locate(("sweep", "search"), positions)[1]) from None
+    for key, name, build in (
+            ("sampler", search.sampler_name,
+             lambda: build_sampler(search.sampler_name, search.sampler_options, 0)),
+            ("pruner", search.pruner_name,
+             lambda: build_pruner(search.pruner_name, search.pruner_options))):
+        try:
+            build()
+        except (TypeError, ValueError) as error:
+            loc = ("sweep", "search", key, name)
+            raise ConfigError(shown, format_location(loc), f"Optuna's {name} {key} refuses "
+                              f"these options: {error}", f"see Optuna's documentation of "
+                              f"its {name} {key}", line=locate(loc, positions)[1]) from None
 
 
 def _check_tracking(model: ExperimentFile, shown: str, positions: dict[Loc, Position]) -> None:

@@ -4,12 +4,14 @@ Loading an experiment file checks every name it holds without building anything.
 ``mosaic experiment-check`` goes one step further with :func:`probe_environments`: it builds
 each environment entry once, as a run would (one copy, wrapped in its ``wrappers``), reads its
 spaces, and closes it. A space that mosaic's codec cannot carry (Graph, Sequence, OneOf, a
-space class of one's own) would otherwise fail the run only when it starts.
+space class of one's own) would otherwise fail the run only when it starts. An environment
+with ``record_video`` is also made for recording and renders one frame.
 """
 
 from __future__ import annotations
 
 import contextlib
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,9 +21,10 @@ from mosaic.core.config_problems import Loc, Problem
 from mosaic.core.errors import CodecError
 from mosaic.core.spaces import SUPPORTED_SPACES, space_problem, space_to_dict
 from mosaic.environments.factory import WrapperError, make_any
+from mosaic.environments.video import VideoError, episode_video
 from mosaic.experiment.schema import EnvironmentConfig, Experiment, ExperimentFile
 from mosaic.messages import pack
-from mosaic.messages.run_config import WrapperPlan
+from mosaic.messages.run_config import VideoPlan, WrapperPlan
 
 __all__ = ["probe_environments"]
 
@@ -41,7 +44,8 @@ def probe_environments(experiment: Experiment) -> list[Problem]:
     seen: set[str] = set()
     for loc, environment, agents in _entries(experiment):
         key = repr((environment.env, environment.params,
-                    [(w.class_path, w.params) for w in environment.wrappers]))
+                    [(w.class_path, w.params) for w in environment.wrappers],
+                    environment.record_video is not None))
         if key in seen:
             continue
         seen.add(key)
@@ -63,8 +67,24 @@ def _entries(experiment: Experiment) -> Iterator[tuple[Loc, EnvironmentConfig, l
 
 def _probe(loc: Loc, environment: EnvironmentConfig, agents: list[str]) -> list[Problem]:
     wrappers = tuple(WrapperPlan(w.class_path, dict(w.params)) for w in environment.wrappers)
+    # Wrapped for recording as a run wraps it, in a scratch folder removed at once: building
+    # and rendering one frame writes no video.
+    scratch = tempfile.TemporaryDirectory(prefix="mosaic-check-") if environment.record_video \
+        else contextlib.nullcontext(None)
+    with scratch as folder:
+        video = None if folder is None else VideoPlan(folder, 1)
+        return _probe_made(loc, environment, agents, wrappers, video)
+
+
+def _probe_made(loc: Loc, environment: EnvironmentConfig, agents: list[str],
+                wrappers: tuple[WrapperPlan, ...], video: VideoPlan | None) -> list[Problem]:
     try:
-        made = make_any(environment.env, environment.params, wrappers=wrappers)
+        made = make_any(environment.env, environment.params, wrappers=wrappers, video=video,
+                        name=environment.uid)
+    except VideoError as error:
+        return [Problem((*loc, "record_video"), str(error),
+                        "record an environment that renders rgb_array frames, or remove "
+                        "record_video")]
     except WrapperError as error:
         name = environment.wrappers[error.index].name
         return [Problem((*loc, "wrappers", error.index, name), f"{name} cannot wrap "
@@ -76,7 +96,7 @@ def _probe(loc: Loc, environment: EnvironmentConfig, agents: list[str]) -> list[
                         "check the environment's params; experiment-check builds each "
                         "environment once")]
     try:
-        problems = []
+        problems = _render_problem(loc, made) if video is not None else []
         for slot, (observation, action) in made.slots.items():
             who = _who(slot, environment, agents)
             for what, space in (("observation", observation), ("action", action)):
@@ -90,6 +110,21 @@ def _probe(loc: Loc, environment: EnvironmentConfig, agents: list[str]) -> list[
         # A probe's close must not hide what it found.
         with contextlib.suppress(Exception):
             made.close()
+
+
+def _render_problem(loc: Loc, made: Any) -> list[Problem]:
+    """What keeps a recorded environment from rendering its first frame (pygame missing, say)."""
+    recorder = episode_video(made)
+    try:
+        made.reset(0)
+        if recorder is not None:
+            recorder.render()
+    except Exception as error:  # the environment's own rendering may raise anything
+        return [Problem((*loc, "record_video"), f"rendering a frame failed: "
+                        f"{type(error).__name__}: {error}",
+                        "install what the environment renders with (pygame for Gymnasium's "
+                        "classic control: pip install 'gymnasium[classic-control]')")]
+    return []
 
 
 def _who(slot: str, environment: EnvironmentConfig, agents: list[str]) -> str:

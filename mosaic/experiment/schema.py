@@ -49,6 +49,7 @@ from mosaic.core.config_problems import (
     validate,
 )
 from mosaic.core.errors import ConfigError, MissingExtra
+from mosaic.core.extras import VIDEO, require
 from mosaic.core.imports import (
     EnvKind,
     ImportPathError,
@@ -58,7 +59,7 @@ from mosaic.core.imports import (
     resolve_env,
 )
 from mosaic.core.store_url import is_database_url, mask
-from mosaic.experiment.sweep import SweepConfig
+from mosaic.experiment.sweep import SEARCH_STUDY, SearchSweep, SweepConfig
 from mosaic.experiment.wrappers import WrapperSpec, parse_wrappers
 from mosaic.messages.run_config import (
     AgentPlan,
@@ -69,10 +70,12 @@ from mosaic.messages.run_config import (
     RecordSteps,
     RunConfig,
     RunTimeouts,
+    SearchPlan,
     SelfPlayPlan,
     TerminationSpec,
     TransportName,
     VectorMode,
+    VideoPlan,
     WrapperPlan,
 )
 from mosaic.messages.run_config import LoadSpec as LoadRecord
@@ -87,6 +90,7 @@ __all__ = [
     "ExperimentFile",
     "MuscleSpec",
     "Placement",
+    "RecordVideoConfig",
     "SelfPlayConfig",
     "StoreConfig",
     "SweepPoint",
@@ -264,6 +268,41 @@ class AgentPlacement(StrictModel):
         return data
 
 
+class RecordVideoConfig(StrictModel):
+    """``record_video:`` of an environment: which training episodes are recorded as MP4
+    videos, and where (see :class:`~mosaic.messages.VideoPlan`)."""
+
+    expected: ClassVar[str] = ("a mapping such as {every: 10}, {episodes: [0, 5]} or both, "
+                               "optionally with folder")
+
+    every: Annotated[int, Field(ge=1)] | None = Field(
+        default=None, description="a whole number from 1: N records episodes 0, N, 2N, ... "
+        "(1: every episode)")
+    episodes: Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)] | None = Field(
+        default=None, description="a list of episode numbers from 0, e.g. [0, 5]")
+    folder: str | None = Field(
+        default=None, description="a folder for the videos, relative to this file, one "
+        "subfolder per run (default: beside the store)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_mapping(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            raise_problems(Problem((), f"expected {cls.expected}, got {describe_value(data)}"))
+        return data
+
+    @model_validator(mode="after")
+    def _says_which(self) -> RecordVideoConfig:
+        if self.every is None and self.episodes is None:
+            raise_problems(Problem((), "record_video needs every or episodes",
+                                   "write {every: 10} (episodes 0, 10, 20, ...) or "
+                                   "{episodes: [0, 5]}"))
+        if self.folder is not None and not self.folder.strip():
+            raise_problems(Problem(("folder",), "expected a folder, got an empty text",
+                                   "leave the key out to keep the videos beside the store"))
+        return self
+
+
 class EnvironmentConfig(StrictModel):
     """One environment of the experiment."""
 
@@ -310,6 +349,8 @@ class EnvironmentConfig(StrictModel):
         Field(default=None, description="a list of info keys to store with each step, e.g. "
               "[is_success]")
     )
+    record_video: RecordVideoConfig | None = Field(
+        default=None, description=RecordVideoConfig.expected + " (needs mosaic[video])")
 
     @field_validator("wrappers", mode="before")
     @classmethod
@@ -346,7 +387,23 @@ class EnvironmentConfig(StrictModel):
             raise_problems(Problem(("wrappers",), "wrappers: wrap each copy, and vector_mode: "
                                    "native makes the copies without them",
                                    "use vector_mode sync or async"))
+        if self.record_video is not None:
+            self._video_fits()
         return self
+
+    def _video_fits(self) -> None:
+        if self.kind == "pettingzoo":
+            raise_problems(Problem(("record_video",), "record_video records Gymnasium "
+                                   "environments (Gymnasium's RecordVideo), not PettingZoo ones",
+                                   "remove record_video"))
+        if self.vectorised:
+            raise_problems(Problem(("record_video",), "record_video records one environment "
+                                   "instance; copies: and rollouts: step several at once",
+                                   "remove copies and rollouts, or record_video"))
+        try:
+            require("moviepy", "record_video (Gymnasium's RecordVideo)", VIDEO)
+        except MissingExtra as error:
+            raise_problems(Problem(("record_video",), str(error)))
 
     @field_validator("env")
     @classmethod
@@ -1038,8 +1095,17 @@ class Experiment(ExperimentFile):
 
     @property
     def run_count(self) -> int:
-        """How many runs a command starts: ``runs`` for each point of the sweep."""
-        return self.runs * max(1, len(self.points))
+        """How many runs a command starts: ``runs`` for each point of the sweep (of a search:
+        for each point it asks for)."""
+        search = self.search
+        return self.runs * (search.samples if search is not None else max(1, len(self.points)))
+
+    @property
+    def search(self) -> SearchSweep | None:
+        """The sweep's ``search``, if it is one. Its points are not known before it runs:
+        :attr:`points` holds those asked for so far (none when loaded), and a run of a point
+        not asked for yet has the file's own settings."""
+        return self.sweep.search if self.sweep is not None else None
 
     @model_validator(mode="after")
     def _one_store(self) -> Experiment:
@@ -1072,6 +1138,22 @@ class Experiment(ExperimentFile):
         """The folder of the brains' checkpoints: beside a SQLite store, and for a database
         where the default store would be (``<file stem>-checkpoints`` next to the file)."""
         return checkpoint_root(self.store_path if self.store_path is not None else self.source)
+
+    @property
+    def videos_dir(self) -> Path:
+        """The default folder of the runs' videos (``record_video:``), one subfolder per run:
+        beside a SQLite store (``<store stem>-videos``), and for a database where the default
+        store would be (``<file stem>-videos`` next to the file)."""
+        where = self.store_path if self.store_path is not None else self.source
+        return where.parent / f"{where.stem}-videos"
+
+    def _video_plan(self, video: RecordVideoConfig | None) -> VideoPlan | None:
+        if video is None:
+            return None
+        folder = self.videos_dir
+        if video.folder is not None:  # relative to the file, as every path in it
+            folder = (self.source.parent / Path(video.folder).expanduser()).resolve()
+        return VideoPlan(str(folder), video.every, tuple(video.episodes or ()))
 
     @property
     def tensorboard_dir(self) -> Path | None:
@@ -1131,7 +1213,8 @@ class Experiment(ExperimentFile):
     def run_params(self, run_index: int) -> dict[str, Any]:
         """The sweep's values of run ``run_index``, by key path (empty without a sweep)."""
         self._check_index(run_index)
-        return dict(self.points[run_index // self.runs].params) if self.points else {}
+        point = run_index // self.runs
+        return dict(self.points[point].params) if point < len(self.points) else {}
 
     def phase_names(self, run_index: int = 0) -> list[str]:
         """The names of run ``run_index``'s phases, in order (one, ``main``, without ``phases``)."""
@@ -1148,7 +1231,8 @@ class Experiment(ExperimentFile):
 
     def _settings(self, run_index: int) -> ExperimentFile:
         """The file's settings for run ``run_index``: its sweep point's, or the file's own."""
-        return self.points[run_index // self.runs].settings if self.points else self
+        point = run_index // self.runs
+        return self.points[point].settings if point < len(self.points) else self
 
     def _check_index(self, run_index: int) -> None:
         if isinstance(run_index, bool) or not isinstance(run_index, int | np.integer):
@@ -1220,6 +1304,7 @@ class Experiment(ExperimentFile):
                     wrappers=tuple(WrapperPlan(wrapper.class_path, copy.deepcopy(wrapper.params))
                                    for wrapper in environment.wrappers),
                     store_info=tuple(environment.store_info or ()),
+                    record_video=self._video_plan(environment.record_video),
                 )
                 for environment in environments
             ),
@@ -1228,6 +1313,9 @@ class Experiment(ExperimentFile):
             evaluate_episodes=evaluate_episodes,
             ray=None if self.executor.ray is None else RayRequest(
                 self.executor.ray.component_cpus, dict(self.executor.ray.component_resources)),
+            search=None if self.search is None else SearchPlan(
+                self.search.metric, self.search.direction, self.search.pruner_name,
+                self.search.pruner_options, SEARCH_STUDY, run_index // self.runs),
         )
 
 

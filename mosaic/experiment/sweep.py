@@ -12,6 +12,21 @@ sweep:
       agents.0.params.gamma: {uniform: [0.9, 0.999]}
 ```
 
+or, instead of both, an adaptive search on Optuna (:class:`SearchSweep`; the points are asked
+for while the runs go, see :mod:`mosaic.orchestration.search`):
+
+```yaml
+sweep:
+  search:
+    samples: 20
+    metric: return                        # or a metric a learner logs
+    direction: maximize                   # or minimize
+    sampler: tpe                          # cmaes, random; or {tpe: {n_startup_trials: 5}}
+    pruner: median                        # hyperband, none; or {median: {n_warmup_steps: 10}}
+    params:
+      agents.0.params.learning_rate: {log_uniform: [0.0001, 0.1]}
+```
+
 Keys are key paths (:mod:`mosaic.experiment.paths`). A distribution is one of
 ``uniform: [low, high]``, ``log_uniform: [low, high]`` (``low > 0``), ``int: [low, high]``
 (whole numbers, both ends included) or ``choice: [a, b, ...]``. The points are the grid's
@@ -24,21 +39,29 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from mosaic.core.config_problems import Problem, StrictModel, raise_if_any, raise_problems
 from mosaic.experiment.paths import PathError, parse_path
 
-__all__ = ["MAX_POINTS", "UNSWEPT", "Distribution", "RandomSweep", "SweepConfig", "sweep_points"]
+__all__ = ["MAX_POINTS", "PRUNERS", "SAMPLERS", "SEARCH_STUDY", "UNSWEPT", "Distribution",
+           "RandomSweep", "SearchSweep", "SweepConfig", "search_probes", "sweep_points"]
 
 #: The most points one sweep may expand into; each is validated as a file of its own.
 MAX_POINTS = 1000
 #: Top-level keys that are the same for every run of a command, and so cannot be swept.
 UNSWEPT = ("uid", "runs", "sweep", "store", "curve_keys", "cpu_affinity", "tracking")
 _MAX_SEED = 2**63 - 1
+
+#: The samplers and pruners of ``search:`` (Optuna's TPE, CMA-ES and random samplers; its median
+#: and Hyperband pruners, or none).
+SAMPLERS = ("tpe", "cmaes", "random")
+PRUNERS = ("median", "hyperband", "none")
+#: The name of a search's Optuna study (Hyperband places trials in brackets by it).
+SEARCH_STUDY = "mosaic-search"
 
 Pair = Annotated[list[float], Field(min_length=2, max_length=2, description="[low, high]")]
 
@@ -106,21 +129,103 @@ class RandomSweep(StrictModel):
         description="a mapping of key paths to distributions")
 
 
-class SweepConfig(StrictModel):
-    """The ``sweep:`` section: a ``grid`` of values, ``random`` draws, or both."""
+def _named_options(value: Any, names: tuple[str, ...], what: str) -> Any:
+    """``value`` if it is one of ``names`` or ``{name: {option: value, ...}}``; else the
+    problem. The options are Optuna's keyword arguments, checked when the search is loaded."""
+    expected = (f"one of {', '.join(names)}, or {{name: {{option: value}}}} with Optuna's "
+                f"keyword arguments of that {what}")
+    if isinstance(value, str):
+        if value not in names:
+            raise_problems(Problem((), f"expected {expected}, got {value!r}",
+                                   f"{what}s: {', '.join(names)}"))
+        return value
+    if isinstance(value, dict) and len(value) == 1:
+        name, options = next(iter(value.items()))
+        if name not in names:
+            raise_problems(Problem((str(name),), f"expected one of {', '.join(names)}, got "
+                                   f"{name!r}", f"{what}s: {', '.join(names)}"))
+        if name == "none" and options:
+            raise_problems(Problem((name,), "'none' takes no options"))
+        if options is not None and not (isinstance(options, dict)
+                                        and all(isinstance(key, str) for key in options)):
+            raise_problems(Problem((name,), "expected a mapping of option names to values, "
+                                   f"got {options!r}"))
+        return {name: dict(options or {})}
+    raise_problems(Problem((), f"expected {expected}, got {value!r}"))
 
-    expected: ClassVar[str] = "a mapping with 'grid' and/or 'random'"
+
+class SearchSweep(StrictModel):
+    """An adaptive search: ``samples`` points asked of an Optuna study seeded with ``seed``,
+    which learns from what the runs of earlier points reached in ``metric``."""
+
+    expected: ClassVar[str] = ("a mapping with 'samples' and 'params', and optionally 'seed', "
+                               "'metric', 'direction', 'sampler' and 'pruner'")
+
+    samples: int = Field(ge=1, le=MAX_POINTS, description=f"a whole number from 1 to {MAX_POINTS}")
+    seed: int | None = Field(default=None, ge=0, le=_MAX_SEED,
+                             description="a whole number >= 0 (default: the experiment's seed)")
+    metric: str = Field(default="return", min_length=1,
+                        description="'return' or the name of a metric a learner logs")
+    direction: Literal["maximize", "minimize"] = Field(
+        default="maximize", description="'maximize' or 'minimize'")
+    sampler: Any = Field(default="tpe", description=f"one of {', '.join(SAMPLERS)}")
+    pruner: Any = Field(default="median", description=f"one of {', '.join(PRUNERS)}")
+    params: Annotated[dict[str, Distribution], Field(min_length=1)] = Field(
+        description="a mapping of key paths to distributions")
+
+    @field_validator("sampler")
+    @classmethod
+    def _a_sampler(cls, value: Any) -> Any:
+        return _named_options(value, SAMPLERS, "sampler")
+
+    @field_validator("pruner")
+    @classmethod
+    def _a_pruner(cls, value: Any) -> Any:
+        return _named_options(value, PRUNERS, "pruner")
+
+    @property
+    def sampler_name(self) -> str:
+        """The sampler's name (``tpe``, ``cmaes``, ``random``)."""
+        return self.sampler if isinstance(self.sampler, str) else next(iter(self.sampler))
+
+    @property
+    def sampler_options(self) -> dict[str, Any]:
+        """The sampler's keyword arguments given in the file (none by default)."""
+        return {} if isinstance(self.sampler, str) else dict(next(iter(self.sampler.values())))
+
+    @property
+    def pruner_name(self) -> str:
+        """The pruner's name (``median``, ``hyperband``, ``none``)."""
+        return self.pruner if isinstance(self.pruner, str) else next(iter(self.pruner))
+
+    @property
+    def pruner_options(self) -> dict[str, Any]:
+        """The pruner's keyword arguments given in the file (none by default)."""
+        return {} if isinstance(self.pruner, str) else dict(next(iter(self.pruner.values())))
+
+
+class SweepConfig(StrictModel):
+    """The ``sweep:`` section: a ``grid`` of values, ``random`` draws, or both; or a
+    ``search``."""
+
+    expected: ClassVar[str] = "a mapping with 'grid' and/or 'random', or 'search'"
 
     grid: Annotated[dict[str, Annotated[list[Any], Field(min_length=1)]],
                     Field(min_length=1)] | None = Field(
         default=None, description="a mapping of key paths to lists of values")
     random: RandomSweep | None = Field(default=None, description=RandomSweep.expected)
+    search: SearchSweep | None = Field(default=None, description=SearchSweep.expected)
 
     @model_validator(mode="after")
     def _paths(self) -> SweepConfig:
-        if self.grid is None and self.random is None:
-            raise_problems(Problem((), "expected 'grid', 'random' or both, got neither",
-                                   "see the README's section on sweeps"))
+        if self.grid is None and self.random is None and self.search is None:
+            raise_problems(Problem((), "expected 'grid', 'random' or both, or 'search', got "
+                                   "none of them", "see the README's section on sweeps"))
+        if self.search is not None and (self.grid is not None or self.random is not None):
+            raise_problems(Problem(("search",), "a search cannot be combined with 'grid' or "
+                                   "'random'", "give the search's keys as distributions in "
+                                   "search.params ({choice: [...]} for a list of values), or "
+                                   "run the grid as a sweep of its own"))
         problems: list[Problem] = []
         seen: set[str] = set()
         for section, paths in self._sections():
@@ -152,10 +257,14 @@ class SweepConfig(StrictModel):
             sections.append((("grid",), list(self.grid)))
         if self.random is not None:
             sections.append((("random", "params"), list(self.random.params)))
+        if self.search is not None:
+            sections.append((("search", "params"), list(self.search.params)))
         return sections
 
     def point_count(self) -> int:
-        """How many points the sweep expands into."""
+        """How many points the sweep expands into (a search: how many it asks for)."""
+        if self.search is not None:
+            return self.search.samples
         count = math.prod(len(values) for values in (self.grid or {}).values())
         return count * (self.random.samples if self.random is not None else 1)
 
@@ -163,7 +272,27 @@ class SweepConfig(StrictModel):
         """Where ``path`` is written in the section, from the top of the file."""
         if self.grid is not None and path in self.grid:
             return ("sweep", "grid", path)
+        if self.search is not None:
+            return ("sweep", "search", "params", path)
         return ("sweep", "random", "params", path)
+
+
+def search_probes(search: SearchSweep) -> list[dict[str, Any]]:
+    """Points of ``search`` that reach each end of every distribution and every choice: what
+    validation tries before anything runs, since the search's own points come while it runs.
+    """
+    ends: dict[str, list[Any]] = {}
+    for path, distribution in search.params.items():
+        pair = distribution.uniform or distribution.log_uniform
+        if pair is not None:
+            ends[path] = [float(pair[0]), float(pair[1])]
+        elif distribution.int_ is not None:
+            ends[path] = [int(distribution.int_[0]), int(distribution.int_[1])]
+        else:
+            ends[path] = list(distribution.choice or [None])
+    count = max(len(values) for values in ends.values())
+    return [{path: values[index % len(values)] for path, values in ends.items()}
+            for index in range(count)]
 
 
 def sweep_points(sweep: SweepConfig, experiment_seed: int) -> list[dict[str, Any]]:
@@ -172,7 +301,10 @@ def sweep_points(sweep: SweepConfig, experiment_seed: int) -> list[dict[str, Any
     Grid combinations come first in the order of the grid's keys, the last varying fastest;
     each is combined with every random draw. The draws are the same for every grid point and
     depend only on ``random.seed`` (default ``experiment_seed``) and the ``random`` section.
+    A search's points are asked for while it runs: here, its :func:`search_probes`.
     """
+    if sweep.search is not None:
+        return search_probes(sweep.search)
     grid = sweep.grid or {}
     combinations = [dict(zip(grid, values, strict=True))
                     for values in itertools.product(*grid.values())]

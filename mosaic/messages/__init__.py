@@ -88,8 +88,11 @@ from mosaic.messages.run_config import (
     ResumePoint,
     RunConfig,
     RunTimeouts,
+    SearchPlan,
+    SearchTrial,
     SelfPlayPlan,
     TerminationSpec,
+    VideoPlan,
     WrapperPlan,
 )
 from mosaic.messages.simulation import (
@@ -180,6 +183,8 @@ __all__ = [
     "RunRecordsRequest",
     "RunRecordsResponse",
     "RunTimeouts",
+    "SearchPlan",
+    "SearchTrial",
     "SelfPlayPlan",
     "SensorSpec",
     "SimulationFinishedNotice",
@@ -191,6 +196,7 @@ __all__ = [
     "VectorResetRequest",
     "VectorStepRequest",
     "VectorStepResponse",
+    "VideoPlan",
     "WrapperPlan",
     "decode_message",
     "encode_message",

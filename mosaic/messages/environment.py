@@ -7,7 +7,7 @@ from typing import Any
 
 from mosaic.messages._base import Request, Response
 from mosaic.messages.common import ActuatorSpec, SensorSpec
-from mosaic.messages.run_config import WrapperPlan
+from mosaic.messages.run_config import VideoPlan, WrapperPlan
 
 __all__ = [
     "EnvironmentResetRequest",
@@ -48,7 +48,8 @@ class EnvironmentStartRequest(Request):
 
     With ``copies`` it builds that many copies in one vector (``vector_mode``), and applies the
     run's step limit ``max_steps`` to each copy itself. ``wrappers`` wrap the environment (each
-    copy), innermost first.
+    copy), innermost first. With ``video`` it is made with ``render_mode="rgb_array"`` and
+    records the episodes ``video`` names in ``video.folder`` (see :class:`VideoPlan`).
     """
 
     environment_uid: str
@@ -59,6 +60,7 @@ class EnvironmentStartRequest(Request):
     vector_mode: str = "sync"
     max_steps: int | None = None
     wrappers: tuple[WrapperPlan, ...] = ()
+    video: VideoPlan | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,9 +81,11 @@ class EnvironmentStartResponse(Response):
 
 @dataclass(frozen=True, slots=True)
 class EnvironmentResetRequest(Request):
-    """SimulationController -> environment actor: start an episode (``seed`` None: unseeded)."""
+    """SimulationController -> environment actor: start an episode (``seed`` None: unseeded),
+    training episode ``episode`` of the run (None: an evaluation episode)."""
 
     seed: int | None
+    episode: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

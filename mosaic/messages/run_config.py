@@ -27,9 +27,12 @@ __all__ = [
     "RecordSteps",
     "RunConfig",
     "RunTimeouts",
+    "SearchPlan",
+    "SearchTrial",
     "SelfPlayPlan",
     "TerminationSpec",
     "TransportName",
+    "VideoPlan",
     "WrapperPlan",
 ]
 
@@ -112,6 +115,25 @@ class WrapperPlan(Record):
 
 
 @dataclass(frozen=True, slots=True)
+class VideoPlan(Record):
+    """Episodes of an environment to record as MP4 videos (Gymnasium's ``RecordVideo``).
+
+    ``folder`` is where the videos go: the root of every run's folder in a run's config, the
+    run's own folder (``<root>/<run uid>``) in an environment's start request. An episode is
+    recorded when its number (the run's training episodes of the environment, from 0) is a
+    multiple of ``every`` or is in ``episodes``; evaluation episodes are not recorded.
+    """
+
+    folder: str
+    every: int | None = None
+    episodes: tuple[int, ...] = ()
+
+    def wants(self, episode: int) -> bool:
+        """Whether training episode ``episode`` is recorded."""
+        return (self.every is not None and episode % self.every == 0) or episode in self.episodes
+
+
+@dataclass(frozen=True, slots=True)
 class EnvironmentPlan(Record):
     """One environment of a run.
 
@@ -124,7 +146,8 @@ class EnvironmentPlan(Record):
     say how many copies step together in one vector environment, and how it holds them;
     ``rollouts`` (``None``: the per-step loop) how many rollout workers step ``copies`` copies
     each where they are placed; ``wrappers`` wrap the environment (each copy), innermost
-    first; ``store_info`` names the info keys stored with each step.
+    first; ``store_info`` names the info keys stored with each step; ``record_video`` which
+    episodes are recorded as videos, and where (``None``: none).
     """
 
     uid: str
@@ -139,6 +162,7 @@ class EnvironmentPlan(Record):
     wrappers: tuple[WrapperPlan, ...] = ()
     store_info: tuple[str, ...] = ()
     rollouts: int | None = None
+    record_video: VideoPlan | None = None
 
     def rollout_workers(self) -> list[str]:
         """The uids of the environment's rollout workers (none without ``rollouts``)."""
@@ -208,6 +232,39 @@ class TerminationSpec(Record):
 
 
 @dataclass(frozen=True, slots=True)
+class SearchTrial(Record):
+    """A point of a search that ended before the run's wave began (see :class:`SearchPlan`):
+    its trial ``number``, how it ended (``complete``, ``pruned`` or ``fail``), its ``value``
+    (complete ones), what its runs reported at each episode end (``steps`` and ``values``,
+    the mean over its runs), and what the pruner noted of it (``notes``: Hyperband's rungs)."""
+
+    number: int
+    state: Literal["complete", "pruned", "fail"]
+    value: float | None = None
+    steps: tuple[int, ...] = ()
+    values: tuple[float, ...] = ()
+    notes: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchPlan(Record):
+    """A run of a point of a search (``sweep: {search: ...}``): what it reports at each episode
+    end (``metric``: ``return``, the mean return of its recent episodes, or a metric its
+    learners log), and the pruner (``pruner``, ``options``) that decides from that, and the
+    ``trials`` that ended before the run's wave, whether the run (trial ``trial`` of study
+    ``study``, ``direction``) ends there. The decision depends on these only, never on timing.
+    """
+
+    metric: str
+    direction: Literal["maximize", "minimize"]
+    pruner: str
+    options: dict[str, Any]
+    study: str
+    trial: int
+    trials: tuple[SearchTrial, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class RayRequest(Record):
     """What each ``placement: ray`` component of a run asks of the Ray cluster: ``cpus`` and
     custom ``resources`` (a node's label, e.g. ``{"gpu_node": 0.01}``, to land on that node)."""
@@ -255,6 +312,8 @@ class RunConfig(Record):
     resume: ResumePoint | None = None
     #: What ``placement: ray`` components ask of the cluster (``None``: the defaults).
     ray: RayRequest | None = None
+    #: The run is a point of a search: what it reports and what prunes it (``None``: not one).
+    search: SearchPlan | None = None
 
     def records(self, environment: EnvironmentPlan) -> RecordSteps:
         """What the store keeps of ``environment``: its own ``record_steps``, else the run's."""
@@ -283,6 +342,8 @@ class RunConfig(Record):
         plain["agents"] = [_agent_dict(agent) for agent in self.agents]
         if self.ray is None:
             del plain["ray"]
+        if self.search is None:
+            del plain["search"]
         return plain
 
 

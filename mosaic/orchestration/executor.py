@@ -45,7 +45,9 @@ from mosaic.orchestration.checkpoint_sync import (
     restore_checkpoints,
 )
 from mosaic.orchestration.governing import WAIT_SLICE_MS, govern
+from mosaic.orchestration.videos import record_videos
 from mosaic.runtime.placement import kill_all_processes
+from mosaic.store.reader import SEARCH_SOURCE
 from mosaic.store.resume import RestartPoint, StoredExperiment, StoredRun
 from mosaic.store.writer import CALL_TIMEOUT_S
 from mosaic.transport import pin_io_threads
@@ -54,6 +56,7 @@ from mosaic.transport.keys import CurveKeys, load_keys
 if TYPE_CHECKING:
     from mosaic.experiment import Experiment
     from mosaic.orchestration.ray_runs import RayRuns
+    from mosaic.orchestration.search import Search
     from mosaic.store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
@@ -94,8 +97,11 @@ class RunResult:
     node: str | None = None
     #: A run resumed with ``--resume`` that had finished before: not run again.
     earlier: bool = False
-    #: Why a termination condition ended the run before its episodes (None: it did not).
+    #: Why a termination condition ended the run before its episodes (None: it did not), or
+    #: why its search's pruner did (its status is then ``pruned``).
     ended_early: str | None = None
+    #: A run of a search: (episodes, value) of its metric at each episode end.
+    reported: tuple[tuple[int, float], ...] = ()
 
 
 ProgressCallback = Callable[[int, RunContext], None]
@@ -140,6 +146,8 @@ class Executor:
         self._lock = threading.Lock()
         self._signals = 0
         self._keys: CurveKeys | None = None
+        #: A sweep's search: the points asked for and told (see mosaic.orchestration.search).
+        self.search: Search | None = None
         #: Runs on a Ray cluster (``ray``: its address, else the file's ``executor: {ray: ...}``).
         self._cluster: RayRuns | None = None
         settings = experiment.executor.ray
@@ -224,7 +232,9 @@ class Executor:
                     experiment.uid, str(experiment.source), experiment.run_config(0).to_dict(),
                     text=_text_of(experiment), run_prefix=prefix)
             seeds = experiment.run_seeds()
-            if self.jobs == 1:
+            if experiment.search is not None:
+                results = self._run_search(experiment_id, prefix)
+            elif self.jobs == 1:
                 for index, seed in enumerate(seeds):
                     results.extend(
                         self._run_phases(experiment_id, prefix, index, seed, self.hot_cpu))
@@ -234,18 +244,46 @@ class Executor:
                 self.store.flush(FLUSH_TIMEOUT_S)
         return results
 
-    def _run_concurrently(self, experiment_id: int, prefix: str,
-                          seeds: list[int]) -> list[RunResult]:
-        """Up to ``jobs`` runs at once, each on its own step-loop CPU where there are enough."""
+    def _run_search(self, experiment_id: int, prefix: str) -> list[RunResult]:
+        """The runs of a search, a wave of points at a time (see mosaic.orchestration.search):
+        each wave asked for once the one before is told."""
+        from mosaic.orchestration.search import Search
+
+        search = self.search = Search(self.experiment, self.jobs)
+        runs = self.experiment.runs
+        results: list[RunResult] = []
+        while self.cancelled_by is None and self.store.lost is None:
+            points = search.ask()
+            if not points:
+                break
+            self.experiment = search.experiment
+            seeds = self.experiment.run_seeds()  # a point may set the seed
+            indexes = [point * runs + k for point in points for k in range(runs)]
+            if self.jobs == 1:
+                wave = [result for index in indexes for result in self._run_phases(
+                    experiment_id, prefix, index, seeds[index], self.hot_cpu)]
+            else:
+                wave = self._run_concurrently(experiment_id, prefix, seeds, indexes)
+            results.extend(wave)
+            if self.cancelled_by is not None or self.store.lost is not None:
+                break  # a point cut short says nothing of its values
+            for point in points:
+                search.tell(point, [result for result in wave if result.index // runs == point])
+        return results
+
+    def _run_concurrently(self, experiment_id: int, prefix: str, seeds: list[int],
+                          indexes: list[int] | None = None) -> list[RunResult]:
+        """Up to ``jobs`` runs at once (those of ``indexes``, default all), each on its own
+        step-loop CPU where there are enough."""
         cpus = available_cpus()
         first = cpus.index(self.hot_cpu) if self.hot_cpu in cpus else 0
         done: dict[int, list[RunResult]] = {}
         with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="mosaic-run") as pool:
             futures = {
-                pool.submit(self._run_phases, experiment_id, prefix, index, seed,
+                pool.submit(self._run_phases, experiment_id, prefix, index, seeds[index],
                             None if self.hot_cpu is None
                             else cpus[(first + index) % len(cpus)]): index
-                for index, seed in enumerate(seeds)
+                for index in (range(len(seeds)) if indexes is None else indexes)
             }
             pending = set(futures)
             while pending:
@@ -320,10 +358,13 @@ class Executor:
             run_uid = phase_run_uid(experiment, base, phase)
             config = experiment.run_config(index, phase_index)
             problem = None
+            if self.search is not None:
+                config = self.search.plan(config)
+                problem = self.search.problems.get(index // experiment.runs)
             try:
                 config = self._with_checkpoints(config, base)
             except CheckpointError as error:
-                problem = str(error)
+                problem = problem or str(error)
             result = self._run(experiment_id, run_uid, index, phase_seed(run_seed, phase_index),
                                config, cpu, problem)
             results.append(result)
@@ -400,8 +441,10 @@ class Executor:
             point, attempt_config = self._restart(stored, config,
                                                   f"resumed (it was {stored.status})")
         else:
-            run_id = self.store.run_started(experiment_id, run_uid, index, seed,
-                                            self._store_timeout, params=params or None)
+            run_id = self.store.run_started(
+                experiment_id, run_uid, index, seed, self._store_timeout, params=params or None,
+                agents={env.uid: env.policy_mapping for env in config.environments
+                        if env.policy_mapping is not None} or None)
         if problem is not None:
             log.error("run %s: %s", run_uid, problem)
             self.store.run_finished(run_id, "failed", problem, 0, 0)
@@ -437,7 +480,17 @@ class Executor:
             for agent in config.agents:
                 if agent.checkpoints is not None and agent.checkpoints.save is not None:
                     previous_checkpoint(agent.checkpoints.save).unlink(missing_ok=True)
+            if progress.pruned:  # its search's pruner ended it: not a failure
+                status = "pruned"
+        if config.search is not None and progress.reported:
+            # What the pruner decided from, kept with the run's metrics.
+            reporter = config.default_agent or config.agents[0].uid
+            now = time.time()
+            self.store.record_metrics([(run_id, reporter, SEARCH_SOURCE, config.search.metric,
+                                        value, episode, None, now)
+                                       for episode, value in progress.reported])
         CheckpointSync(config, run_id, self.store).poll(force=True)
+        record_videos(config, run_id, run_uid, self.store)
         # A run on Ray starts once a node has room for it: its start there, not its submission.
         self.store.run_finished(run_id, status, error, progress.episodes, progress.steps,
                                 progress.digest, started_at=started_at)
@@ -449,15 +502,17 @@ class Executor:
             progress.return_sum / progress.episodes if progress.episodes else None,
             time.monotonic() - started, killed,
             progress.first_step_at, progress.last_step_at, progress.digest,
-            {agent: total / progress.episodes
-             for agent, total in progress.agent_return_sums.items()}
-            if progress.episodes else {},
+            # Over the episodes each agent played, as every reader of the store counts them.
+            {agent: total / progress.agent_episodes[agent]
+             for agent, total in progress.agent_return_sums.items()
+             if progress.agent_episodes.get(agent)},
             progress.recent_mean,
             {agent: sum(recent) / len(recent)
              for agent, recent in progress.agent_recent_returns.items() if recent},
             params,
             node,
-            ended_early=progress.ended_early if status == "finished" else None,
+            ended_early=progress.ended_early if status in ("finished", "pruned") else None,
+            reported=tuple(progress.reported) if config.search is not None else (),
         )
 
     def _checked(self, run_id: int, run_uid: str, status: str,

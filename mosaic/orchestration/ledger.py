@@ -13,11 +13,14 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mosaic.conductors.run_context import Progress
 from mosaic.messages import Metric
 from mosaic.orchestration.termination import Termination
+
+if TYPE_CHECKING:
+    from mosaic.orchestration.pruning import Pruning
 
 __all__ = ["EpisodeRecorder", "Ledger", "chained"]
 
@@ -50,15 +53,17 @@ class Ledger:
     ``chain``: the digest chain to continue (a resumed run's; empty: from nothing).
     ``hand_over``: gives :attr:`rows` and :attr:`metric_rows` to the store (and empties them);
     it is called before every ended episode's record, which never reaches the store before its
-    steps. ``record_episode``: ``None`` when nothing is stored.
+    steps. ``record_episode``: ``None`` when nothing is stored. ``pruning``: a run of a
+    search's point, which its pruner may end at an episode end.
     """
 
     def __init__(self, run_id: int, progress: Progress, termination: Termination, chain: str,
                  hand_over: Callable[[], None], record_episode: EpisodeRecorder | None,
-                 run_uid: str = "") -> None:
+                 run_uid: str = "", pruning: Pruning | None = None) -> None:
         self.run_id = run_id
         self.progress = progress
         self.termination = termination
+        self.pruning = pruning
         self.hand_over = hand_over
         self.record_episode = record_episode
         self.run_uid = run_uid
@@ -103,6 +108,9 @@ class Ledger:
         if progress.ended_early is not None:
             return  # the rest of a round under way when a condition was met: counted only
         reason = self.termination.reached(environment, total, progress)
+        if reason is None and self.pruning is not None:
+            reason = self.pruning.reached(progress)
+            progress.pruned = reason is not None
         if reason is not None:
             log.info("run %s: %s", self.run_uid, reason)
             progress.ended_early = f"{reason} after {progress.episodes} episodes"
@@ -114,11 +122,14 @@ class Ledger:
         and steps taken so far, as rows for the store."""
         progress, run_id, rows = self.progress, self.run_id, self.metric_rows
         episode, step = progress.episodes, progress.steps
+        first = len(rows)
         for agent, metrics in self.reported:
             for metric in metrics:
                 rows.append((run_id, agent, metric.source, metric.name, metric.value, episode,
                              step, metric.at))
         self.reported = []
+        if self.pruning is not None:
+            self.pruning.logged(rows[first:])
 
     def report_position(self) -> None:
         """The run's digest, and where it stands for a run that continues it: the chain at

@@ -28,6 +28,7 @@ from mosaic.messages import (
 from mosaic.messages.codec import pack
 from mosaic.orchestration.episodes import Episodes, Recording, Schedule, chosen
 from mosaic.orchestration.ledger import Ledger
+from mosaic.store import agent_returns
 
 __all__ = ["AskMuscles", "PlayerEpisodes"]
 
@@ -90,7 +91,8 @@ class PlayerEpisodes(Episodes):
         else:
             self.episode_seed = episode_seed(schedule.seed, self.index, self.episode)
         self.expects = EnvironmentResetResponse
-        return EnvironmentResetRequest(self.episode_seed)
+        return EnvironmentResetRequest(self.episode_seed,
+                                       None if self.evaluating else self.episode)
 
     def accept(self, reply: Response) -> None:
         if self.needs_reset:
@@ -197,11 +199,8 @@ class PlayerEpisodes(Episodes):
     def _end_episode(self, terminated: bool, truncated: bool) -> None:
         ledger, schedule = self.ledger, self.schedule
         total = sum(self.returns.values())
-        by_agent: dict[str, float] = {}
-        for slot, value in self.returns.items():
-            agent = self.mapping[slot]
-            by_agent[agent] = by_agent.get(agent, 0.0) + value
-        for agent, value in by_agent.items():
+        # Each agent's return as every reader of the store computes it from the episode's row.
+        for agent, value in agent_returns(self.returns, self.mapping).items():
             ledger.progress.agent_ended_episode(agent, value)
         ledger.hand_over()  # an episode's record never goes to the store before its steps
         chain = ledger.link_chain()

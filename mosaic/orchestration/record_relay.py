@@ -55,15 +55,18 @@ MAX_PENDING = 8
 _WAIT_SLICE_S = 0.01
 
 _PROGRESS_FIELDS = ("episodes", "steps", "episodes_total", "return_sum", "last_return",
-                    "digest", "chain", "first_step_at", "last_step_at", "ended_early")
+                    "digest", "chain", "first_step_at", "last_step_at", "ended_early",
+                    "pruned")
 
 
 def snapshot(progress: Progress) -> dict[str, Any]:
     """``progress`` as plain data."""
     plain: dict[str, Any] = {name: getattr(progress, name) for name in _PROGRESS_FIELDS}
     plain["agent_return_sums"] = dict(progress.agent_return_sums)
+    plain["agent_episodes"] = dict(progress.agent_episodes)
     plain["positions"] = {uid: list(at) for uid, at in progress.positions.items()}
     plain["recent_returns"] = list(progress.recent_returns)
+    plain["reported"] = [list(pair) for pair in progress.reported]
     plain["agent_recent_returns"] = {agent: list(recent) for agent, recent
                                      in list(progress.agent_recent_returns.items())}
     return plain
@@ -118,8 +121,12 @@ def _take_progress(fields: Mapping[str, Any], progress: Progress) -> None:
         if name in fields:
             setattr(progress, name, fields[name])
     progress.agent_return_sums = dict(fields.get("agent_return_sums", {}))
+    progress.agent_episodes = {agent: int(count) for agent, count
+                               in fields.get("agent_episodes", {}).items()}
     progress.positions = {uid: (int(at[0]), int(at[1]), int(at[2]))
                           for uid, at in fields.get("positions", {}).items()}
+    progress.reported = [(int(step), float(value))
+                         for step, value in fields.get("reported", ())]
     progress.recent_returns.clear()
     progress.recent_returns.extend(fields.get("recent_returns", ()))
     progress.agent_recent_returns = {

@@ -63,6 +63,7 @@ from mosaic.orchestration.part_links import PartLinks
 from mosaic.orchestration.player_episodes import PlayerEpisodes
 from mosaic.orchestration.rollouts import Rollout, RolloutSet, Worker, shares
 from mosaic.orchestration.termination import Termination
+from mosaic.orchestration.videos import run_videos
 from mosaic.runtime.component import Component, handles
 from mosaic.runtime.setup_wait import CEILING, SetupWait
 from mosaic.transport import RequestClient
@@ -141,10 +142,16 @@ class SimulationController(Component):
         self._schedule = Schedule(ctx.seed, config.episodes, config.max_steps,
                                   config.evaluate_every or 0, config.evaluate_episodes)
         store = ctx.store
+        pruning = None
+        if config.search is not None:
+            from mosaic.orchestration.pruning import Pruning  # Optuna: a search's runs only
+
+            pruning = Pruning(config.search)
         self._ledger = Ledger(ctx.run_id, ctx.progress, Termination.from_spec(config.termination),
                               config.resume.digest if config.resume is not None else "",
                               self._hand_over_rows,
-                              store.record_episode if store is not None else None, ctx.run_uid)
+                              store.record_episode if store is not None else None, ctx.run_uid,
+                              pruning)
         self._rollouts = RolloutSet(ctx, self._ledger)
         self._next_supervision = 0.0
         self._muscles_shut_down = False
@@ -208,7 +215,8 @@ class SimulationController(Component):
             started_at.append((index, env, uid, endpoint, client, client.send(
                 EnvironmentStartRequest(env.uid, env.env, env.params,
                                         environment_seed(seed, index), env.copies,
-                                        env.vector_mode, self._schedule.max_steps, env.wrappers))))
+                                        env.vector_mode, self._schedule.max_steps, env.wrappers,
+                                        run_videos(env.record_video, ctx.run_uid)))))
         rollouts: dict[str, Rollout] = {}
         for index, env, uid, endpoint, client, correlation_id in started_at:
             placed = ctx.supervisor.find(uid)

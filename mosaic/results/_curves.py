@@ -4,7 +4,9 @@ and the runs that differ only by seed merged into one mean with a band.
 A run's points are its episodes in the order they ended (by row id), at x = that order (from
 1) or at the run's env steps when the episode ended, a later phase going on from where the
 phase before it ended; or a metric's values at the episode or
-step count its row records (the mean of the values reported at the same x). Smoothing is a
+step count its row records (the mean of the values reported at the same x). A run of several
+agents (multi-agent, self-play) has a line per agent instead of its total: each agent's return
+at the episodes it played. Smoothing is a
 trailing moving average: a point becomes the mean of itself and the ``smooth - 1`` points
 before it (fewer at the start). Runs are grouped when their experiments' stored configs are
 equal once the seeds are left out, and their phase is the same: the runs of one experiment
@@ -20,9 +22,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+import sqlalchemy as sa
 
 from mosaic.core.errors import StoreError
-from mosaic.store import Store
+from mosaic.store import Store, agent_returns, schema, several_agents
 
 __all__ = ["BANDS", "Curve", "Curves", "XAxis", "load_curves", "moving_average"]
 
@@ -170,13 +173,37 @@ def _return_points(store: Store, info: Any, x: XAxis) -> Points:
             "(record_steps: none keeps none)"
         )
     column = "order" if x == "episodes" else "run_steps"
-    return {
-        (str(uid), ""): (
-            frame[column].to_numpy(np.float64),
-            frame["total_return"].to_numpy(np.float64, na_value=np.nan),
-        )
-        for uid, frame in episodes.groupby("run", sort=False)
-    }
+    mappings = _agent_mappings(store, info["run_id"].tolist())
+    slots = [name for name in episodes.columns if name.startswith("return_")]
+    points: Points = {}
+    for (uid, run_id), frame in episodes.groupby(["run", "run_id"], sort=False):
+        xs = frame[column].to_numpy(np.float64)
+        mapping = mappings.get(int(run_id))
+        if mapping is None:
+            points[(str(uid), "")] = (
+                xs, frame["total_return"].to_numpy(np.float64, na_value=np.nan))
+            continue
+        # A run of several agents: a line per agent, at the episodes it played (the total of a
+        # zero-sum game is 0 whatever happens).
+        by_agent = [
+            agent_returns({slot[len("return_"):]: value for slot, value
+                           in zip(slots, values, strict=True) if value == value},
+                          mapping.get(environment))
+            for environment, *values in frame[["environment", *slots]].itertuples(index=False)
+        ]
+        for agent in sorted({agent for returns in by_agent for agent in returns}):
+            ys = np.array([returns.get(agent, np.nan) for returns in by_agent], np.float64)
+            played = ~np.isnan(ys)
+            points[(str(uid), agent)] = (xs[played], ys[played])
+    return points
+
+
+def _agent_mappings(store: Store, ids: list[int]) -> dict[int, dict[str, dict[str, str]]]:
+    """The mapping of each of the runs ``ids`` that has several agents, by run id."""
+    r = schema.runs
+    with store.reading() as conn:
+        rows = conn.execute(sa.select(r.c.id, r.c.agents).where(r.c.id.in_(ids))).all()
+    return {int(run_id): agents for run_id, agents in rows if several_agents(agents)}
 
 
 def _metric_points(store: Store, info: Any, metric: str, x: XAxis) -> Points:

@@ -4,6 +4,9 @@
 few transactions on its own thread. :func:`open_store` opens a store for reading.
 """
 
+from mosaic.store._agents import agent_returns, several_agents
+from mosaic.store._format import format_means
+from mosaic.store._videos import VideoRecord
 from mosaic.store.reader import (
     EpisodeStats,
     EpisodeSummary,
@@ -32,8 +35,12 @@ __all__ = [
     "Store",
     "StoreWriter",
     "Transition",
+    "VideoRecord",
     "WriterStats",
+    "agent_returns",
+    "format_means",
     "format_run_detail",
     "format_runs_table",
     "open_store",
+    "several_agents",
 ]

@@ -28,7 +28,7 @@ the time it was reported (seconds since the epoch)."""
 
 
 # Kinds of queued items.
-STEPS, TRANSITION, EPISODE, FINISH, CALL, FLUSH, STOP, METRICS, CHECKPOINT = range(9)
+STEPS, TRANSITION, EPISODE, FINISH, CALL, FLUSH, STOP, METRICS, CHECKPOINT, VIDEO = range(10)
 
 _next_seq = (
     sa.select(sa.func.coalesce(sa.func.max(schema.transitions.c.seq), 0) + 1)
@@ -69,7 +69,7 @@ class Batch:
     """
 
     __slots__ = ("checkpoints", "episodes", "finishes", "metrics", "seq", "steps", "transitions",
-                 "tried", "units")
+                 "tried", "units", "videos")
 
     def __init__(self) -> None:
         #: Its number among the writer's transactions, and whether a commit was tried: a
@@ -82,6 +82,7 @@ class Batch:
         self.metrics: list[dict[str, Any]] = []
         self.finishes: list[dict[str, Any]] = []
         self.checkpoints: list[dict[str, Any]] = []
+        self.videos: list[dict[str, Any]] = []
         self.units: list[tuple[int, Any]] = []
 
     def add(self, kind: int, params: Any) -> None:
@@ -96,12 +97,14 @@ class Batch:
             self.metrics.extend(params)
         elif kind == CHECKPOINT:
             self.checkpoints.append(params)
+        elif kind == VIDEO:
+            self.videos.append(params)
         else:
             self.finishes.append(params)
 
     def rows(self) -> int:
         return (len(self.steps) + len(self.transitions) + len(self.episodes) + len(self.metrics)
-                + len(self.finishes) + len(self.checkpoints))
+                + len(self.finishes) + len(self.checkpoints) + len(self.videos))
 
     def split(self) -> list[Batch]:
         parts = []
@@ -187,6 +190,12 @@ def write_batch(conn: sa.Connection, batch: Batch, steps_sql: str | None) -> lis
         conn.execute(sa.delete(table).where(table.c.run_id == saved["run_id"],
                                             table.c.name == saved["name"]))
         conn.execute(sa.insert(table), saved)
+    for video in batch.videos:  # a run continued records its videos again
+        table = schema.videos
+        conn.execute(sa.delete(table).where(table.c.run_id == video["run_id"],
+                                            table.c.environment == video["environment"],
+                                            table.c.episode == video["episode"]))
+        conn.execute(sa.insert(table), video)
     if batch.finishes:
         result = conn.execute(FINISH_RUN, batch.finishes)
         if conn.dialect.supports_sane_multi_rowcount and result.rowcount < len(batch.finishes):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -12,7 +12,8 @@ from mosaic.store._records import EpisodeStats, EpisodeSummary, RunDetail, RunSu
 
 def format_runs_table(runs: Sequence[RunSummary]) -> str:
     """The runs as an aligned plain-text table, one line per run (``no runs`` if empty), with
-    each run's mean return over its last 100 episodes and over all of them.
+    each run's mean return over its last 100 episodes and over all of them (per agent in a run
+    of several agents, see :func:`format_means`).
 
     Runs of a sweep show their values, one column per key path, and a second table groups
     them by those values: how many runs each point has, how many finished, and the mean and
@@ -48,8 +49,8 @@ def format_runs_table(runs: Sequence[RunSummary]) -> str:
             _run_duration(run),
             str(run.episodes),
             str(run.steps),
-            _number(run.recent_mean_return),
-            _number(run.mean_return),
+            format_means(run.recent_mean_return, run.agent_recent_means),
+            format_means(run.mean_return, run.agent_means),
             _first_line(run.error, 50),
         ]
         for run in runs
@@ -58,7 +59,39 @@ def format_runs_table(runs: Sequence[RunSummary]) -> str:
     table = _table(headers, rows, right={2, 3, *(i + shift for i in (6, 7, 8, 9, 10))})
     if not paths:
         return table
-    return f"{table}\n\n{_by_params(runs, paths)}"
+    return "\n\n".join([table, _by_params(runs, paths), *_best_points(runs, paths)])
+
+
+def _best_points(runs: Sequence[RunSummary], paths: list[str]) -> list[str]:
+    """A line per experiment of a search: its best point, whose runs all finished (none
+    pruned), by the mean of what they reported last."""
+    points: dict[str, dict[tuple[str, ...], list[RunSummary]]] = {}
+    for run in runs:
+        if run.search is not None:
+            values = tuple(_param(run.params, path) for path in paths)
+            points.setdefault(run.experiment, {}).setdefault(values, []).append(run)
+    lines = []
+    for experiment, groups in points.items():
+        best: tuple[float, tuple[str, ...], list[RunSummary]] | None = None
+        for values, members in groups.items():
+            reported = [run.search.value for run in members if run.search is not None]
+            if any(run.status != "finished" for run in members) or None in reported:
+                continue
+            value = sum(v for v in reported if v is not None) / len(reported)
+            search = members[0].search
+            higher = search is None or search.direction == "maximize"
+            if best is None or (value > best[0] if higher else value < best[0]):
+                best = (value, values, members)
+        if best is None:
+            lines.append(f"best point of {experiment}: none (no point whose runs all finished)")
+            continue
+        value, values, members = best
+        metric = members[0].search.metric if members[0].search is not None else "return"
+        shown = " ".join(f"{path}={text}" for path, text in zip(paths, values, strict=True)
+                         if text != "-")
+        lines.append(f"best point of {experiment}: {shown}: {metric} {_number(value)} "
+                     f"(mean of {len(members)} run(s))")
+    return lines
 
 
 def _by_params(runs: Sequence[RunSummary], paths: list[str]) -> str:
@@ -71,12 +104,21 @@ def _by_params(runs: Sequence[RunSummary], paths: list[str]) -> str:
     for values, members in groups.items():
         means = [run.recent_mean_return for run in members
                  if run.recent_mean_return is not None]
+        # Runs of several agents: each agent's mean and range over the runs, not the total's.
+        by_agent: dict[str, list[float]] = {}
+        for run in members:
+            if len(run.agent_recent_means) > 1:
+                for agent, value in run.agent_recent_means.items():
+                    by_agent.setdefault(agent, []).append(value)
+        spread = ", ".join(f"{agent} {_number(min(seen))} .. {_number(max(seen))}"
+                           for agent, seen in sorted(by_agent.items()))
         rows.append([
             *values,
             str(len(members)),
             str(sum(run.status == "finished" for run in members)),
-            _number(sum(means) / len(means) if means else None),
-            f"{_number(min(means))} .. {_number(max(means))}" if means else "-",
+            format_means(sum(means) / len(means) if means else None,
+                         {agent: sum(seen) / len(seen) for agent, seen in by_agent.items()}),
+            spread or (f"{_number(min(means))} .. {_number(max(means))}" if means else "-"),
         ])
     headers = [*paths, "RUNS", "FINISHED", "MEAN RETURN (LAST 100)", "RANGE"]
     shift = len(paths)
@@ -110,7 +152,7 @@ def format_run_detail(detail: RunDetail) -> str:
         ("process", f"pid {_text(detail.pid)} on {_text(detail.hostname)}"),
         ("episodes", f"{run.episodes} ({stats.count} recorded)"),
         ("steps", f"{run.steps} ({detail.step_rows} step rows stored)"),
-        ("mean return", _mean_return(stats)),
+        *_mean_returns(run, stats),
         ("mean length", _number(stats.mean_steps) + (" steps" if stats.count else "")),
         ("digest", _text(detail.digest)),
     ]
@@ -165,17 +207,33 @@ def format_run_detail(detail: RunDetail) -> str:
     return "\n".join(lines)
 
 
-def _mean_return(stats: EpisodeStats) -> str:
-    """Over the last episodes first: where a learning run ended, not its average on the way."""
+def format_means(total: float | None, by_agent: Mapping[str, float],
+                 number: Callable[[float | None], str] | None = None) -> str:
+    """A mean return as the summary, ``runs list`` and ``runs show`` give it: ``total``, or in
+    a run of several agents each agent's (``learner 0.68, past -0.68``), whose total says
+    nothing in a zero-sum game. ``number`` formats a value (default: 4 significant digits)."""
+    shown = number or _number
+    if len(by_agent) > 1:
+        return ", ".join(f"{agent} {shown(value)}" for agent, value in sorted(by_agent.items()))
+    return shown(total)
+
+
+def _mean_returns(run: RunSummary, stats: EpisodeStats) -> list[tuple[str, str]]:
+    """The last episodes' first: where a learning run ended, not its average on the way."""
     if not stats.count:
-        return "-"
+        return [("mean return", "-")]
     spread = f"min {_number(stats.min_return)}, max {_number(stats.max_return)}"
-    if stats.recent >= stats.count:
-        return f"{_number(stats.mean_return)} over all {stats.count} episodes ({spread})"
-    return (
-        f"{_number(stats.recent_mean_return)} over the last {stats.recent} episodes "
-        f"({_number(stats.mean_return)} over all {stats.count}, {spread})"
-    )
+    several = len(run.agent_means) > 1
+    recent = format_means(stats.recent_mean_return, stats.agent_recent_means)
+    every = format_means(stats.mean_return, run.agent_means)
+    if several:
+        recent += f" (total {_number(stats.recent_mean_return)})"
+        spread = f"total {_number(stats.mean_return)}, {spread}"
+    # Named as runs list's columns are, under one label that keeps the facts' column narrow.
+    return [
+        ("mean return", f"(last {stats.recent}) {recent}"),
+        ("", f"(all) {every} over {stats.count} episodes ({spread})"),
+    ]
 
 
 def _episode_cells(ep: EpisodeSummary, copies: bool = False) -> list[str]:

@@ -16,6 +16,9 @@ class RunSummary:
     episodes, ``recent_mean_return`` over the last 100 of them.
     ``params`` are the values of the experiment's sweep the run was given, by key path;
     ``digest`` is the fingerprint of its trajectory, stored when it ended (None before).
+    A run of several agents (multi-agent, self-play) has both means per agent too, in
+    ``agent_recent_means`` and ``agent_means`` (agent uid -> mean of its returns; empty for a
+    run of one agent): in a zero-sum game the total says nothing.
     """
 
     id: int
@@ -34,6 +37,25 @@ class RunSummary:
     params: dict[str, Any] = field(default_factory=dict)
     digest: str | None = None
     recent_mean_return: float | None = None
+    agent_recent_means: dict[str, float] = field(default_factory=dict)
+    agent_means: dict[str, float] = field(default_factory=dict)
+    #: A run of a search (``sweep: {search: ...}``): what it reported (None: not one).
+    search: SearchReport | None = None
+
+
+#: The source of the metric rows that keep what a search's run reported at each episode end.
+SEARCH_SOURCE = "search"
+
+
+@dataclass(frozen=True)
+class SearchReport:
+    """What a run of a search reported of the search's ``metric`` at its last episode end
+    (``value``; None if it reported nothing), and the search's ``direction``
+    (``maximize``/``minimize``)."""
+
+    metric: str
+    direction: str
+    value: float | None
 
 
 @dataclass(frozen=True)
@@ -68,7 +90,8 @@ class EpisodeStats:
     """Aggregates over all recorded episodes of a run (None when there are none).
 
     ``recent_mean_return`` is the mean return of the last ``recent`` episodes to end: all of
-    them when the run recorded fewer than it was asked for.
+    them when the run recorded fewer than it was asked for; ``agent_recent_means`` the same
+    per agent in a run of several agents (empty otherwise).
     """
 
     count: int
@@ -79,6 +102,7 @@ class EpisodeStats:
     max_return: float | None
     recent: int = 0
     recent_mean_return: float | None = None
+    agent_recent_means: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ from mosaic.store._batch import (
     METRICS,
     STEPS,
     TRANSITION,
+    VIDEO,
     Batch,
     MetricRow,
     StepRow,
@@ -184,7 +185,7 @@ class WriterThreadMixin(OutageMixin):
             elif kind == FINISH:
                 self._active_runs.discard(payload["p_id"])
                 self._add(kind, payload)
-            elif kind == CHECKPOINT:
+            elif kind in (CHECKPOINT, VIDEO):
                 self._add(kind, payload)
             elif kind == CALL:
                 self._spill_waiting()

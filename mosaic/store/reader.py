@@ -23,25 +23,30 @@ import sqlalchemy as sa
 from mosaic.core.errors import StoreError
 from mosaic.core.extras import require
 from mosaic.store import schema
+from mosaic.store._agents import AgentMeans, agent_means
 from mosaic.store._format import format_run_detail, format_runs_table
 from mosaic.store._frames import episodes_frame, metric_names, metrics_frame, run_phase, steps_frame
 from mosaic.store._liveness import STALE_AFTER, run_status
 from mosaic.store._records import (
+    SEARCH_SOURCE,
     EpisodeStats,
     EpisodeSummary,
     RunDetail,
     RunSummary,
+    SearchReport,
     StepRecord,
     Transition,
 )
 from mosaic.store._select import resolve_run, select_runs
 from mosaic.store._values import Decode, decompressing
+from mosaic.store._videos import VideoRecord, videos_of
 from mosaic.store.url import describe_error, locate, open_engine
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
+    "SEARCH_SOURCE",
     "STALE_AFTER",
     "EpisodeStats",
     "EpisodeSummary",
@@ -145,8 +150,9 @@ class Store:
             query = query.where(schema.runs.c.id.in_(list(ids)))
         with self._reading() as conn:
             rows = conn.execute(query.order_by(schema.runs.c.id)).all()
+            by_agent = agent_means(conn, [row.id for row in rows], RECENT_EPISODES)
         now = time.time()
-        return [self._summary(row, now) for row in rows]
+        return [self._summary(row, now, by_agent.get(row.id)) for row in rows]
 
     def show_run(
         self, run: str | int, *, episodes_shown: int = EPISODES_SHOWN,
@@ -187,6 +193,12 @@ class Store:
                 .order_by(e.c.id.desc()).limit(max(recent, 1)).subquery()
             )
             recent_mean = conn.execute(sa.select(sa.func.avg(last_ones.c.total_return))).scalar()
+            by_agent = agent_means(conn, [run_id], RECENT_EPISODES).get(run_id)
+            if recent != RECENT_EPISODES:
+                last_agents = agent_means(conn, [run_id], recent).get(run_id, AgentMeans())
+            else:
+                last_agents = by_agent or AgentMeans()
+            summary = self._summary(row, time.time(), by_agent)
             stats = EpisodeStats(
                 count=int(agg[0]),
                 total_steps=int(agg[1]),
@@ -196,6 +208,7 @@ class Store:
                 max_return=_float(agg[5]),
                 recent=min(max(recent, 1), int(agg[0])),
                 recent_mean_return=_float(recent_mean),
+                agent_recent_means=last_agents.recent_means,
             )
             base = sa.select(e).where(e.c.run_id == run_id, training)
             first = conn.execute(base.order_by(e.c.id).limit(episodes_shown)).all()
@@ -209,7 +222,7 @@ class Store:
                 .where(schema.steps.c.run_id == run_id)
             ).scalar_one()
         return RunDetail(
-            run=self._summary(row, time.time()),
+            run=summary,
             experiment_file=row.experiment_file,
             pid=row.pid,
             hostname=row.hostname,
@@ -285,26 +298,35 @@ class Store:
         ``phase`` (None without phases), ``seed``, ``status``, ``started_at``, ``ended_at``
         (UTC), ``duration`` (s), ``episodes``, ``steps``, ``recent_mean_return`` (of the last
         100 episodes), ``mean_return`` (of all) and ``error`` as in :class:`RunSummary`, and
-        ``config``, the experiment's stored config (a dict). Raises MissingExtra without
-        pandas.
+        ``config``, the experiment's stored config (a dict). When a selected run has several
+        agents (multi-agent, self-play), each agent's means follow, as
+        ``recent_mean_return_<agent>`` and ``mean_return_<agent>`` (None in runs without
+        it). Raises MissingExtra without pandas.
         """
         pd = require("pandas", "a DataFrame of runs")
         selected = self.select_runs(*runs, experiment=experiment)
         with self._reading() as conn:
             rows = {row.id: row for row in conn.execute(
                 _summary_query().where(schema.runs.c.id.in_(list(selected))))}
+            by_agent = agent_means(conn, list(selected), RECENT_EPISODES)
         now = time.time()
+        agents = sorted({agent for means in by_agent.values() for agent in means.means})
         records = []
         for run_id in selected:
-            row, summary = rows[run_id], self._summary(rows[run_id], now)
+            row = rows[run_id]
+            summary = self._summary(row, now, by_agent.get(run_id))
             records.append((
                 summary.uid, summary.id, summary.experiment, row.experiment_id, summary.run_index,
                 run_phase(summary.uid, summary.run_index), summary.seed, summary.status,
                 summary.started_at, summary.ended_at, summary.duration, summary.episodes,
                 summary.steps, summary.recent_mean_return, summary.mean_return, summary.error,
                 row.experiment_config,
+                *(summary.agent_recent_means.get(agent) for agent in agents),
+                *(summary.agent_means.get(agent) for agent in agents),
             ))
-        return pd.DataFrame.from_records(records, columns=list(RUN_COLUMNS))
+        columns = [*RUN_COLUMNS, *(f"recent_mean_return_{agent}" for agent in agents),
+                   *(f"mean_return_{agent}" for agent in agents)]
+        return pd.DataFrame.from_records(records, columns=columns)
 
     def episodes_frame(self, *runs: str | int, experiment: str | None = None) -> pd.DataFrame:
         """The episodes of the selected runs (see :meth:`select_runs`) as a DataFrame.
@@ -347,6 +369,13 @@ class Store:
         selected = self.select_runs(*runs, experiment=experiment)
         with self._reading() as conn:
             return metric_names(conn, list(selected))
+
+    def videos(self, *runs: str | int, experiment: str | None = None) -> list[VideoRecord]:
+        """The episodes the selected runs recorded as videos (``record_video:``), by run,
+        environment and episode."""
+        selected = self.select_runs(*runs, experiment=experiment)
+        with self._reading() as conn:
+            return videos_of(conn, list(selected))
 
     def metric_totals(self, name: str, *runs: str | int) -> dict[str, tuple[int, float]]:
         """For each run named (uid or id) that recorded metric ``name``: how many values it
@@ -399,7 +428,7 @@ class Store:
     def _resolve(self, conn: sa.Connection, run: str | int) -> int:
         return resolve_run(conn, run, self._where)
 
-    def _summary(self, row: Any, now: float) -> RunSummary:
+    def _summary(self, row: Any, now: float, by_agent: AgentMeans | None = None) -> RunSummary:
         status = run_status(row, now, self._hostname, self._stale_after)
         final = row.status in schema.FINAL_STATUSES
         started, ended = row.started_at, row.ended_at
@@ -427,9 +456,12 @@ class Store:
             steps=int(row.steps if final else row.recorded_steps or 0),
             mean_return=_float(row.mean_return),
             recent_mean_return=_float(row.recent_mean_return),
+            agent_recent_means=by_agent.recent_means if by_agent is not None else {},
+            agent_means=by_agent.means if by_agent is not None else {},
             error=row.error,
             params=dict(row.params or {}),
             digest=row.digest,
+            search=_search_of(row),
         )
 
 
@@ -492,6 +524,15 @@ def _summary_query(ids: Collection[int] | None = None) -> sa.Select[Any]:
     recent = (sa.select(ranked.c.run_id,
                         sa.func.avg(ranked.c.total_return).label("recent_mean_return"))
               .where(ranked.c.back <= RECENT_EPISODES).group_by(ranked.c.run_id).subquery())
+    # What a run of a search reported last (the executor keeps its reports as metric rows).
+    m = schema.metrics
+    last_report_query = (sa.select(m.c.run_id, sa.func.max(m.c.id).label("last"))
+                         .where(m.c.source == SEARCH_SOURCE).group_by(m.c.run_id))
+    if ids is not None:
+        last_report_query = last_report_query.where(m.c.run_id.in_(list(ids)))
+    last_report = last_report_query.subquery()
+    reported = (sa.select(m.c.run_id, m.c.value.label("search_value"))
+                .join(last_report, last_report.c.last == m.c.id).subquery())
     return (
         sa.select(
             r,
@@ -502,11 +543,23 @@ def _summary_query(ids: Collection[int] | None = None) -> sa.Select[Any]:
             agg.c.recorded_steps,
             agg.c.mean_return,
             recent.c.recent_mean_return,
+            reported.c.search_value,
         )
         .join(x, x.c.id == r.c.experiment_id)
         .outerjoin(agg, agg.c.run_id == r.c.id)
         .outerjoin(recent, recent.c.run_id == r.c.id)
+        .outerjoin(reported, reported.c.run_id == r.c.id)
     )
+
+
+def _search_of(row: Any) -> SearchReport | None:
+    """A search's run: its metric, direction and last report (None: not a search's run)."""
+    config = row.experiment_config
+    search = config.get("search") if isinstance(config, dict) else None
+    if not isinstance(search, dict):
+        return None
+    return SearchReport(str(search.get("metric", "return")),
+                        str(search.get("direction", "maximize")), _float(row.search_value))
 
 
 #: The columns of :meth:`Store.runs_frame`.

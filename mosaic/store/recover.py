@@ -26,6 +26,7 @@ from mosaic.store._batch import (
     METRICS,
     STEPS,
     TRANSITION,
+    VIDEO,
     Batch,
     delete_meta,
     get_meta,
@@ -135,7 +136,7 @@ def _run_of(kind: int, params: Any) -> int:
         return int(params["p_run"])
     if kind == FINISH:
         return int(params["p_id"])
-    if kind in (EPISODE, METRICS, CHECKPOINT):
+    if kind in (EPISODE, METRICS, CHECKPOINT, VIDEO):
         row = params[0] if kind == METRICS else params
         return int(row["run_id"])
     raise StoreError(f"the spill file holds a record of an unknown kind {kind}")

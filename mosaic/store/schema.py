@@ -8,6 +8,8 @@ both read alike).
 
 from __future__ import annotations
 
+import re
+
 import sqlalchemy as sa
 
 from mosaic.core.errors import StoreError
@@ -28,20 +30,23 @@ __all__ = [
     "runs",
     "steps",
     "transitions",
+    "videos",
 ]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 #: Version 2 added the ``copy`` columns of episodes and steps, version 3 the ``params`` column of
 #: runs, version 4 the ``evaluation`` column of episodes, version 5 its ``snapshots`` column,
 #: version 6 the ``info`` column of steps, version 7 the ``text``, ``hash`` and ``run_prefix``
 #: columns of experiments, the ``chain`` column of episodes and the ``checkpoints`` table
-#: (what ``--resume`` needs); a
+#: (what ``--resume`` needs), version 8 the ``agents`` column of runs; a
 #: store of an earlier version is upgraded in place when it is opened for writing (see
 #: :func:`ensure_schema`). Each upgrade only adds.
-_UPGRADABLE = ("1", "2", "3", "4", "5", "6")
+_UPGRADABLE = ("1", "2", "3", "4", "5", "6", "7")
 
-RUN_STATUSES = ("created", "running", "finished", "failed", "cancelled")
-FINAL_STATUSES = frozenset({"finished", "failed", "cancelled"})
+#: ``pruned``: a run of a search that its pruner ended early (a store made before it existed
+#: admits it once its next writer opens it: see :func:`ensure_schema`).
+RUN_STATUSES = ("created", "running", "finished", "failed", "cancelled", "pruned")
+FINAL_STATUSES = frozenset({"finished", "failed", "cancelled", "pruned"})
 
 metadata = sa.MetaData()
 
@@ -91,6 +96,9 @@ runs = sa.Table(
     sa.Column("heartbeat_at", sa.Double),
     # The values of the experiment's sweep this run was given, by key path (null without one).
     sa.Column("params", sa.JSON),
+    # Which agent plays each env agent, by environment: {environment: {env agent: agent}}, what
+    # turns an episode's ``returns`` into each agent's return (null before version 8).
+    sa.Column("agents", sa.JSON),
     sa.CheckConstraint(f"status IN ({_status_list})", name="ck_runs_status"),
 )
 
@@ -187,6 +195,23 @@ checkpoints = sa.Table(
     sa.UniqueConstraint("run_id", "name", name="uq_checkpoints_run_name"),
 )
 
+videos = sa.Table(
+    # The episodes a run recorded as videos (record_video): the file ``name`` in ``folder``, on
+    # the machine that ran the environment. A store made before this table gets it from its
+    # next writer, and readers find no videos in one that lacks it.
+    "videos",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id"), nullable=False),
+    sa.Column("environment", sa.String(255), nullable=False),
+    sa.Column("episode", sa.Integer, nullable=False),
+    sa.Column("folder", sa.Text, nullable=False),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("bytes", sa.BigInteger, nullable=False),
+    sa.Column("recorded_at", sa.Double, nullable=False),
+    sa.UniqueConstraint("run_id", "environment", "episode", name="uq_videos_run_episode"),
+)
+
 STEP_COLUMNS = (
     "run_id",
     "environment",
@@ -220,6 +245,40 @@ def ensure_schema(connection: sa.Connection) -> None:
         _upgrade(connection, int(found))
     else:
         _compare_version(found)
+    _admit_statuses(connection)
+
+
+def _admit_statuses(connection: sa.Connection) -> None:
+    """Let the ``runs`` table of a store made before a status existed (``pruned``) take every
+    one of :data:`RUN_STATUSES`: its check constraint is widened, nothing else changes (an
+    older mosaic reads such a store as before). Cheap when there is nothing to do."""
+    if connection.dialect.name == "sqlite":
+        sql = connection.execute(sa.text(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'runs'")).scalar()
+        found = re.search(r"CHECK \(status IN \([^)]*\)\)", sql or "")
+        if sql is None or found is None or all(f"'{status}'" in found.group(0)
+                                               for status in RUN_STATUSES):
+            return
+        # SQLite alters no constraint; its documented way to widen one edits the table's
+        # definition in place (https://sqlite.org/lang_altertable.html, "otherwise").
+        version = connection.execute(sa.text("PRAGMA schema_version")).scalar_one()
+        connection.execute(sa.text("PRAGMA writable_schema = ON"))
+        connection.execute(sa.text("UPDATE sqlite_master SET sql = :sql WHERE type = 'table' "
+                                   "AND name = 'runs'"),
+                           {"sql": sql.replace(found.group(0),
+                                               f"CHECK (status IN ({_status_list}))")})
+        connection.execute(sa.text(f"PRAGMA schema_version = {int(version) + 1}"))
+        connection.execute(sa.text("PRAGMA writable_schema = OFF"))
+        return
+    if connection.dialect.name == "postgresql":
+        found = connection.execute(sa.text(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = "
+            "'ck_runs_status' AND conrelid = 'runs'::regclass")).scalar()
+        if found is None or all(f"'{status}'" in found for status in RUN_STATUSES):
+            return
+        connection.execute(sa.text("ALTER TABLE runs DROP CONSTRAINT ck_runs_status"))
+        connection.execute(sa.text(f"ALTER TABLE runs ADD CONSTRAINT ck_runs_status "
+                                   f"CHECK (status IN ({_status_list}))"))
 
 
 def _upgrade(connection: sa.Connection, version: int) -> None:
@@ -230,7 +289,8 @@ def _upgrade(connection: sa.Connection, version: int) -> None:
     existing episode). To 5: the ``snapshots`` column of episodes (null for every existing
     episode). To 6: the ``info`` column of steps (null for every existing step). To 7: the
     ``text``, ``hash`` and ``run_prefix`` columns of experiments (null for every existing one:
-    they cannot be resumed), and the ``chain`` column of episodes (null).
+    they cannot be resumed), and the ``chain`` column of episodes (null). To 8: the ``agents``
+    column of runs (null: their mapping is unknown, and they read as one total).
     """
     if version < 2:
         for table in (episodes, steps):
@@ -254,6 +314,9 @@ def _upgrade(connection: sa.Connection, version: int) -> None:
             connection.execute(sa.text(f"ALTER TABLE experiments ADD COLUMN {column.name} {kind}"))
         kind = episodes.c.chain.type.compile(dialect=connection.dialect)
         connection.execute(sa.text(f"ALTER TABLE episodes ADD COLUMN chain {kind}"))
+    if version < 8:
+        json_type = runs.c.agents.type.compile(dialect=connection.dialect)
+        connection.execute(sa.text(f"ALTER TABLE runs ADD COLUMN agents {json_type}"))
     connection.execute(sa.update(meta).where(meta.c.key == "schema_version")
                        .values(value=str(SCHEMA_VERSION)))
 

@@ -42,6 +42,7 @@ from mosaic.store._batch import (
     STEPS,
     STOP,
     TRANSITION,
+    VIDEO,
     MetricRow,
     StepRow,
 )
@@ -325,11 +326,14 @@ class StoreWriter(WriterThreadMixin):
     def run_started(
         self, experiment_id: int, uid: str, run_index: int, seed: int | None,
         timeout: float = CALL_TIMEOUT_S, *, params: Mapping[str, Any] | None = None,
+        agents: Mapping[str, Mapping[str, str]] | None = None,
     ) -> int:
         """Record a run as running in this process (pid, hostname, now) and return its id.
 
         ``params`` are the values of the experiment's sweep the run was given, by key path
-        (plain data, stored as JSON; ``None`` without a sweep).
+        (plain data, stored as JSON; ``None`` without a sweep). ``agents`` says which agent
+        plays each env agent of each environment (``{environment: {env agent: agent}}``): what
+        readers turn the episodes' returns into each agent's return with.
 
         Raises StoreError on a database error (a duplicate ``uid``, an unknown experiment), a
         pending writer error (the run is then not recorded), or when ``timeout`` seconds pass.
@@ -346,6 +350,8 @@ class StoreWriter(WriterThreadMixin):
             "pid": os.getpid(),
             "hostname": socket.gethostname(),
             "params": None if params is None else dict(params),
+            "agents": None if agents is None else {
+                environment: dict(mapping) for environment, mapping in agents.items()},
         }
 
         def insert(conn: sa.Connection) -> int:
@@ -496,6 +502,21 @@ class StoreWriter(WriterThreadMixin):
             "run_id": int(run_id), "name": str(name), "episodes": int(episodes),
             "sha256": hashlib.sha256(data).hexdigest(), "data": bytes(data),
             "saved_at": time.time()}))
+
+    def record_video(self, run_id: int, environment: str, episode: int, folder: str, name: str,
+                     size: int) -> None:
+        """Enqueue a video of run ``run_id``: training episode ``episode`` of ``environment``,
+        the file ``name`` (``size`` bytes) in ``folder``. It replaces the row of that episode
+        before (a continued run records its videos again).
+
+        Never blocks; raises StoreError only if the writer is closed.
+        """
+        if self._closed:
+            raise StoreError("the store writer is closed")
+        self._queue.append((VIDEO, {
+            "run_id": int(run_id), "environment": str(environment), "episode": int(episode),
+            "folder": str(folder), "name": str(name), "bytes": int(size),
+            "recorded_at": time.time()}))
 
     def saved_checkpoint(self, run_uid: str, name: str,
                          timeout: float = CALL_TIMEOUT_S) -> bytes | None:

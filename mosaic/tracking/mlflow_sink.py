@@ -40,7 +40,7 @@ PARAMS_BATCH = 100
 PARAM_LENGTH = 500
 TAG_LENGTH = 5000
 #: MLflow's status of a run that ended as mosaic's ``finished``, ``failed``, ``cancelled``.
-STATUS = {"finished": "FINISHED", "failed": "FAILED", "cancelled": "KILLED"}
+STATUS = {"finished": "FINISHED", "failed": "FAILED", "cancelled": "KILLED", "pruned": "KILLED"}
 
 
 class _Open:

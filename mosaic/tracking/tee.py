@@ -110,10 +110,11 @@ class TrackingTee(_Writer):
     def run_started(
         self, experiment_id: int, uid: str, run_index: int, seed: int | None,
         timeout: float = CALL_TIMEOUT_S, *, params: Mapping[str, Any] | None = None,
+        agents: Mapping[str, Mapping[str, str]] | None = None,
     ) -> int:
         values = self._quietly(lambda: deepcopy(dict(params or {})))
         run_id = self._writer.run_started(experiment_id, uid, run_index, seed, timeout,
-                                          params=params)
+                                          params=params, agents=agents)
         if values is not None:
             self._begin(run_id, RunStart(uid, self._experiment_uid, seed, values))
         return run_id

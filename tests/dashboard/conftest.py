@@ -32,6 +32,22 @@ def cartpole_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def selfplay_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store of the real ``mosaic experiment-start`` of a small self-play experiment: two
+    agents, ``learner`` and ``past``, in a zero-sum game."""
+    from tests.e2e.cli import selfplay, write_experiment
+
+    folder = tmp_path_factory.mktemp("selfplay")
+    path = write_experiment(folder, selfplay())
+    store = folder / "selfplay.sqlite"
+    done = subprocess.run(
+        [sys.executable, "-m", "mosaic", "experiment-start", str(path), "--store", str(store),
+         "--quiet"], cwd=REPO, capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr
+    return store
+
+
+@pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     yield from browser_fixture(tmp_path_factory)
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import sqlalchemy as sa
 
-from mosaic.dashboard.curves import downsample, run_curves
-from mosaic.store import open_store
+from mosaic.dashboard.curves import CurveCache, downsample, run_curves
+from mosaic.dashboard.run_routes import chart
+from mosaic.store import open_store, schema
 
 
 def test_a_short_curve_is_sent_whole_and_smoothed() -> None:
@@ -42,3 +44,20 @@ def test_run_curves_reads_a_real_run(cartpole_store: Path) -> None:
         (by_steps,) = run_curves(store, 1, x="steps")
         assert by_steps["x"][-1] == detail.episode_stats.total_steps
         assert run_curves(store, 1, metric="no-such-metric") == []
+
+
+def test_a_self_play_run_draws_each_agents_returns(selfplay_store: Path) -> None:
+    with open_store(selfplay_store) as store:
+        learner, past = run_curves(store, 1)
+        with store.reading() as conn:
+            rows = conn.execute(sa.select(schema.episodes.c.returns).where(
+                schema.episodes.c.run_id == 1).order_by(schema.episodes.c.id)).scalars().all()
+        # Not the total of a zero-sum game, 0 in every episode: player_0's, then player_1's.
+        assert (learner["label"], past["label"]) == ("learner", "past")
+        assert learner["y"] == [row["player_0"] for row in rows] == [-y for y in past["y"]]
+        assert any(learner["y"]) and learner["x"] == list(range(1, len(rows) + 1))
+        cache = CurveCache(store)  # read once, then only what was recorded since
+        assert cache.lines(1) == cache.lines(1) == [learner, past]
+        drawn = chart(store, cache, [1])
+        # As the run page's chart labels them: the run's uid and the agent.
+        assert [line["label"].split(" ")[-1] for line in drawn["lines"]] == ["learner", "past"]

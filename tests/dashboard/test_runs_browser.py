@@ -3,6 +3,7 @@ then fails without a page reload, the chart, comparison and replay."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +117,43 @@ def test_replay_re_simulates_an_episode_and_checks_its_digest(cartpole_store: Pa
         browser.find_element(By.ID, "play").click()
         wait_for("the replay to move on", lambda: "step" in browser.find_element(
             By.ID, "where").text)
+
+
+def _cut(browser: Any, element: Any) -> bool:
+    """Whether ``element`` shows less than its content: cut by its box or by an ellipsis."""
+    return bool(browser.execute_script(
+        "const e = arguments[0]; return e.scrollWidth > e.clientWidth + 1"
+        " || e.scrollHeight > e.clientHeight + 1;", element))
+
+
+def test_run_uids_and_per_agent_means_read_in_full_at_1280_px(
+        cartpole_store: Path, selfplay_store: Path, browser: Any) -> None:
+    size = browser.get_window_size()
+    browser.set_window_size(1280, 900)
+    try:
+        assert browser.execute_script("return window.innerWidth") <= 1280
+        for store in (cartpole_store, selfplay_store):
+            with served(store) as server:
+                browser.get(server.url + "/")
+                cells = browser.find_elements(By.CSS_SELECTOR, ".row[data-run] > div:nth-child(2)")
+                assert cells
+                for cell in cells:
+                    link = cell.find_element(By.TAG_NAME, "a")
+                    uid = link.get_attribute("title")
+                    assert link.text.replace("\n", "") == uid and uid.endswith(("-r0", "-r1"))
+                    assert not _cut(browser, cell), uid
+                    assert cell.find_element(By.XPATH, "..").rect["height"] < 80
+                table = browser.find_element(By.ID, "runs")
+                assert not browser.execute_script(
+                    "return arguments[0].scrollWidth > arguments[0].clientWidth + 1", table)
+                if store == selfplay_store:
+                    # Its learner's and past's means, each in full, not a total of 0.
+                    means = browser.find_element(By.CSS_SELECTOR,
+                                                 ".row[data-run] > div:nth-child(7)")
+                    assert re.fullmatch(r"learner -?\d+\.\d\d, past -?\d+\.\d\d",
+                                        means.text.replace("\n", " ")), means.text
+                    assert not _cut(browser, means)
+                    title = means.get_attribute("title")
+                    assert "mean return (all): learner" in title and "past" in title
+    finally:
+        browser.set_window_size(size["width"], size["height"])

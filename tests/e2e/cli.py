@@ -166,3 +166,30 @@ def staged_experiment(runs: int = 1, episodes: int = 100_000,
         kind, stage, marker = stall
         params[kind] = f"{{stall_in: {stage}, marker: '{marker}', hold: {hold}}}"
     return STAGED.format(runs=runs, episodes=episodes, **params)
+
+
+SELF_PLAY = """\
+    uid: {uid}
+    seed: {seed}
+    episodes: {episodes}
+    placement: thread
+    environments:
+      - uid: connect_four
+        env: pettingzoo:classic.connect_four_v3
+        policy_mapping: {{player_0: learner, player_1: past}}
+    agents:
+      - uid: learner
+        brain: mosaic.agents.learners:PPOBrain
+        muscle: mosaic.agents.learners:PPOMuscle
+        params: {{rollout_steps: 16, epochs: 1, minibatch_size: 16, hidden_sizes: [8]}}
+      - uid: past
+        self_play: {{of: learner, snapshot_every: 2, pool_size: 2}}
+    store:
+      record_steps: episodes
+"""
+
+
+def selfplay(uid: str = "selfplay", episodes: int = 6, seed: int = 3) -> str:
+    """A small self-play experiment: a PPO ``learner`` plays Connect Four (as ``player_0``)
+    against ``past``, its own snapshots (as ``player_1``); about a second."""
+    return SELF_PLAY.format(uid=uid, seed=seed, episodes=episodes)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e import postgres_server
-from tests.e2e.cli import REPO, cartpole, query, run_mosaic, write_experiment
+from tests.e2e.cli import REPO, cartpole, query, run_mosaic, selfplay, write_experiment
 from tests.e2e.postgres_server import PASSWORD, Server
 from tests.e2e.test_evaluate_store import write_evaluation
 
@@ -101,6 +101,23 @@ def test_runs_list_and_show_read_postgresql(
                          str(tmp_path / "curve.png"))
     assert plotted.returncode == 0, plotted.stderr
     assert (tmp_path / "curve.png").stat().st_size > 0
+
+
+def test_each_agents_mean_reads_the_same_from_postgresql_as_from_sqlite(
+    tmp_path: Path, server: Server, database: str, process_tag: str
+) -> None:
+    # The means per agent are summed in the database, from its JSON: PostgreSQL's own way.
+    path = write_experiment(tmp_path, selfplay(episodes=12))
+    sqlite = tmp_path / "selfplay.sqlite"
+    listed = []
+    for store in (server.url(database), str(sqlite)):
+        done = run_mosaic("experiment-start", str(path), "--store", store, "--quiet")
+        assert done.returncode == 0, done.stderr
+        listing = run_mosaic("runs", "list", "--store", store)
+        assert listing.returncode == 0, listing.stderr
+        [line] = [line for line in listing.stdout.splitlines() if line.startswith("selfplay-")]
+        listed.append(line.split("finished", 1)[1].split(None, 4)[4])
+    assert listed[0] == listed[1] and "learner " in listed[0] and ", past " in listed[0]
 
 
 def test_the_file_store_url_is_where_the_run_goes(

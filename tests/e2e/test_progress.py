@@ -76,3 +76,21 @@ def test_without_a_terminal_progress_is_plain_lines(tmp_path, process_tag):
     quiet = run_mosaic("experiment-start", str(path), "--quiet", timeout=150)
     assert quiet.returncode == 0, quiet.stderr
     assert "%" not in quiet.stderr and not quiet.stdout
+
+
+def test_a_learner_shows_its_progress_in_env_steps(tmp_path, process_tag):
+    text = cartpole(episodes=40, muscle="mosaic.agents.learners:PPOMuscle").replace(
+        "muscle: mosaic.agents.learners:PPOMuscle",
+        "brain: mosaic.agents.learners:PPOBrain\n        muscle: mosaic.agents.learners:PPOMuscle")
+    path = write_experiment(tmp_path, text)
+    result = run_mosaic("experiment-start", str(path), timeout=150)
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("run 1/1: ")]
+    assert lines, result.stderr
+    counts = [re.search(r": (\d+)% \(([\d,]+)/([\d,]+) env steps\), ETA (-|\d+ s), [\d,]+ "
+                        r"steps/s", line) for line in lines]
+    assert all(counts), lines
+    # The last line is the run's end: every step it took, of as many.
+    (steps,) = [line for line in result.stdout.splitlines() if line.startswith("t-")]
+    assert counts[-1].group(1) == "100" and counts[-1].group(2) == counts[-1].group(3)
+    assert counts[-1].group(2) == steps.split()[4]

@@ -392,3 +392,26 @@ def test_rollout_workers_on_the_second_node_keep_the_digest_of_workers_in_thread
         (copy,) for copy in range(6)]
     assert_store_consistent(store)
     assert cluster.second_node in _nodes(tmp_path)
+
+
+def test_a_search_on_the_cluster_asks_for_and_prunes_what_it_does_here(
+        tmp_path: Path, cluster: ray_cluster.Cluster) -> None:
+    """Each run's pruner decides on its node from the points before its wave: the same points,
+    the same runs pruned at the same episodes as with the runs in this command's threads."""
+    from tests.e2e.test_search import SEARCH
+
+    path = write_experiment(tmp_path, SEARCH)
+    here = subprocess.run([*mosaic_command(), "experiment-start", str(path), "--jobs", "2",
+                           "-q", "--store", str(tmp_path / "here.sqlite")], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, env=cluster.env)
+    assert here.returncode == 0, here.stderr
+    proc = _start(cluster, "experiment-start", str(path), "--ray", cluster.address,
+                  "--jobs", "2", "--store", str(tmp_path / "ray.sqlite"))
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err
+    runs = "SELECT run_index, params, status, episodes, digest FROM runs ORDER BY run_index"
+    on_ray = query(tmp_path / "ray.sqlite", runs)
+    assert on_ray == query(tmp_path / "here.sqlite", runs)
+    assert "pruned" in {status for _, _, status, _, _ in on_ray}, on_ray
+    assert err.count("on Ray node") == len(on_ray), err
+    assert "Best point: max_steps=" in out, out

@@ -220,9 +220,10 @@ def test_runs_show_gives_the_mean_return_of_the_last_episodes(store: Path) -> No
     done = run_mosaic("runs", "show", first, "--store", str(store), "--last", "3")
     assert done.returncode == 0, done.stderr
     values = returns(store, first)
-    (line,) = [line for line in done.stdout.splitlines() if line.startswith("mean return")]
-    assert f"{values[-3:].mean():.4g} over the last 3 episodes" in line
-    assert f"{values.mean():.4g} over all 8" in line
+    lines = done.stdout.splitlines()
+    (at,) = [index for index, line in enumerate(lines) if line.startswith("mean return")]
+    assert lines[at].endswith(f"  (last 3) {values[-3:].mean():.4g}")
+    assert f"  (all) {values.mean():.4g} over 8 episodes (min " in lines[at + 1]
 
 
 def test_a_test_phase_goes_on_after_its_training_not_over_its_start(tmp_path: Path) -> None:

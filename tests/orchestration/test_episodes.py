@@ -233,7 +233,8 @@ def test_a_resumed_loop_numbers_its_episodes_on_and_runs_its_own_count() -> None
     loop.resume(EnvironmentPosition(episode=5))
     environment = Script(game())
     run(loop, environment)
-    assert environment.requests[0] == EnvironmentResetRequest(episode_seed(SEED, 0, 5))
+    # The environment is told the episode's number too (a recorded video is named by it).
+    assert environment.requests[0] == EnvironmentResetRequest(episode_seed(SEED, 0, 5), 5)
     assert book.episodes[0][0][2] == 5
     assert loop.position == (6, 0, 0)
 

@@ -3,6 +3,7 @@ decoded steps, and the plain-text formatting the CLI prints."""
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import socket
 import sqlite3
@@ -246,6 +247,56 @@ def test_a_run_lists_its_mean_return_of_the_last_100_episodes_and_of_all(tmp_pat
         table = format_runs_table([summary]).splitlines()
         assert "MEAN RETURN (LAST 100)" in table[0] and "(ALL)" in table[0]
         assert table[1].split()[-2:] == ["99.5", "74.5"]
+
+
+def test_a_run_of_several_agents_reads_each_agents_means(tmp_path: Path) -> None:
+    path = tmp_path / "agents.db"
+    # Two games: "a" plays both seats of the first (its return, the sum of both), and one seat
+    # of the second, against "b"; "c" plays the first's third seat only in its last episodes.
+    agents = {"duel": {"p0": "a", "p1": "b"}, "solo": {"x": "a", "y": "a", "z": "c"}}
+    with StoreWriter(path, encode=pickle.dumps) as writer:
+        experiment = writer.experiment_started("agents", "agents.yml", {})
+        run = writer.run_started(experiment, "agents-0", 0, 1, agents=agents)
+        for episode in range(120):
+            writer.record_episode(run, "duel", episode, 1, 0.0,
+                                  {"p0": float(episode), "p1": -float(episode)}, True, False, None)
+            solo = {"x": 1.0, "y": 2.0, **({"z": 5.0} if episode >= 110 else {})}
+            writer.record_episode(run, "solo", episode, 1, sum(solo.values()), solo, True, False,
+                                  None)
+        writer.record_episode(run, "duel", 0, 1, 0.0, {"p0": 1e6, "p1": -1e6}, True, False, None,
+                              evaluation=True)  # counts in none of them
+        single = writer.run_started(experiment, "agents-1", 1, 2, agents={"duel": {"p0": "a"}})
+        writer.record_episode(single, "duel", 0, 1, 4.0, {"p0": 4.0}, True, False, None)
+    with open_store(path, decode=pickle.loads) as store:
+        several, alone = store.list_runs()
+        detail = store.show_run("agents-0", recent=10)
+        frame = store.runs_frame("agents-0", "agents-1")
+    # "a"'s last 100 of its 240 episodes: 50 duels (episodes 70..119) and 50 solos (3 each).
+    assert several.agent_recent_means == {"a": (sum(range(70, 120)) + 150) / 100,
+                                          "b": -sum(range(20, 120)) / 100, "c": 5.0}
+    assert several.agent_means == {"a": (sum(range(120)) + 360) / 240,
+                                   "b": -sum(range(120)) / 120, "c": 5.0}
+    assert detail.episode_stats.agent_recent_means == {
+        "a": (sum(range(115, 120)) + 15) / 10, "b": -sum(range(110, 120)) / 10, "c": 5.0}
+    assert detail.run.agent_means == several.agent_means
+    assert alone.agent_means == alone.agent_recent_means == {} and alone.mean_return == 4.0
+    assert list(frame.columns[-6:]) == [
+        "recent_mean_return_a", "recent_mean_return_b", "recent_mean_return_c",
+        "mean_return_a", "mean_return_b", "mean_return_c"]
+    assert frame["mean_return_b"][0] == several.agent_means["b"]
+
+    text = format_runs_table([several, alone]).splitlines()
+    assert "a 48.75, b -69.5, c 5  a 31.25, b -59.5, c 5" in text[1]
+    assert text[2].split()[-2:] == ["4", "4"]
+    lines = format_run_detail(detail).splitlines()
+    assert "mean return  (last 10) a 60, b -114.5, c 5 (total 4)" in lines
+
+    # Two seeds of one sweep point: each agent's mean and range over them.
+    swept = [dataclasses.replace(several, uid=f"agents-{seed}", params={"lr": 0.1},
+                                 agent_recent_means={"a": value, "b": -value})
+             for seed, value in enumerate((1.0, 3.0))]
+    (line,) = [line for line in format_runs_table(swept).splitlines() if line.startswith("0.1 ")]
+    assert line.split(None, 3)[3] == "a 2, b -2  a 1 .. 3, b -3 .. -1"
 
 
 def test_runs_table_is_aligned(store):

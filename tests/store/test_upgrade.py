@@ -1,6 +1,7 @@
 """A store of schema version 1 (before ``copies:``), 2 (before sweeps), 3 (before evaluation
-episodes), 4 (before self-play snapshots) or 5 (before stored infos) is upgraded in place by its
-next writer, keeping every row, and a reader asked to open it first says how it gets upgraded."""
+episodes), 4 (before self-play snapshots), 5 (before stored infos) or 7 (before the agents of
+each run) is upgraded in place by its next writer, keeping every row, and a reader asked to
+open it first says how it gets upgraded."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from mosaic.store import SCHEMA_VERSION, open_store
 from tests.store.test_writer import make_writer, new_run
 
 #: What each schema version added: (table, column) pairs, dropped to go back below it.
-ADDED_IN = {7: [("experiments", "text"), ("experiments", "hash"), ("experiments", "run_prefix"),
+ADDED_IN = {8: [("runs", "agents")],
+            7: [("experiments", "text"), ("experiments", "hash"), ("experiments", "run_prefix"),
                 ("episodes", "chain")],
             6: [("steps", "info")], 5: [("episodes", "snapshots")],
             4: [("episodes", "evaluation")], 3: [("runs", "params")],
@@ -83,6 +85,29 @@ def test_a_store_gets_the_episodes_column_its_version_lacked_from_its_next_write
         assert db.execute("SELECT value FROM meta").fetchone() == (str(SCHEMA_VERSION),)
         assert db.execute(f"SELECT seed, {column} FROM episodes ORDER BY id").fetchall() == (
             expected)
+
+
+def test_a_version_7_store_gets_the_agents_column_from_its_next_writer(tmp_path, writers):
+    path = tmp_path / "old.sqlite"
+    writer = make_writer(writers, path)
+    zero_sum = {"p0": 1.0, "p1": -1.0}
+    run = new_run(writer)
+    writer.record_episode(run, "env", 0, 1, 0.0, zero_sum, True, False, 7)
+    writer.close(timeout=5)
+    _downgrade(path, 7)
+
+    with pytest.raises(StoreError, match="schema version 7; this mosaic upgrades it"):
+        open_store(path)
+
+    writer = make_writer(writers, path)
+    run = writer.run_started(1, "two-agents", 1, 5, agents={"env": {"p0": "a", "p1": "b"}})
+    writer.record_episode(run, "env", 0, 1, 0.0, zero_sum, True, False, 8)
+    writer.run_finished(run, "finished", None, 1, 1)
+    writer.close(timeout=5)
+    with open_store(path) as store:
+        # The older run's mapping is unknown: it reads as its total, as it did.
+        assert [(run.agent_recent_means, run.recent_mean_return)
+                for run in store.list_runs()] == [({}, 0.0), ({"a": 1.0, "b": -1.0}, 0.0)]
 
 
 def test_a_version_2_store_gets_the_params_column_from_its_next_writer(tmp_path, writers):

@@ -103,7 +103,7 @@ def test_every_call_reaches_the_writer_unchanged_with_its_answer() -> None:
     tee.run_finished(1, "finished", None, 1, 10, "d1", started_at=5.0)
     tee.close(3.0)
     assert writer.calls == [
-        ("run_started", (3, "r0", 0, 42, 7.0), {"params": {"x": 1}}),
+        ("run_started", (3, "r0", 0, 42, 7.0), {"params": {"x": 1}, "agents": None}),
         ("record_steps", (rows,), {}),
         ("record_metrics", (metric_rows,), {}),
         ("record_episode", (1, "env", 0, 10, 3.0, {"agent_0": 3.0}, True, False, 9, 0, False,
