@@ -209,29 +209,20 @@ def assert_ended_by(proc: subprocess.Popen[str], sig: int, code: int) -> float:
     return took
 
 
+@pytest.mark.parametrize("module", [SLOW_MODULE, SLOW_CLASS_MODULE, SWALLOWING_MODULE],
+                         ids=["import", "wrapped", "swallowed"])
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize(("sig", "code"), EXIT_CODES)
 def test_a_signal_while_the_file_loads_exits_128_plus_the_signal(
-        tmp_path: Path, process_tag: str, command: str, sig: int, code: int) -> None:
-    """Validation imports the environment's module: a signal during that import."""
-    proc, marker = start_slow(tmp_path, command)
-    try:
-        wait_for_file(marker, proc)
-        assert_ended_by(proc, sig, code)
-    finally:
-        finish(proc)
-    assert not (tmp_path / "results.sqlite").exists()
+        tmp_path: Path, process_tag: str, command: str, sig: int, code: int,
+        module: str) -> None:
+    """Validation imports the environment's module: a signal during that import.
 
-
-@pytest.mark.parametrize("module", [SLOW_CLASS_MODULE, SWALLOWING_MODULE],
-                         ids=["wrapped", "swallowed"])
-@pytest.mark.parametrize(("sig", "code"), EXIT_CODES)
-def test_a_signal_whose_exception_goes_astray_still_exits_128_plus_the_signal(
-        tmp_path: Path, process_tag: str, module: str, sig: int, code: int) -> None:
-    """It printed a traceback ending in "RuntimeError: Error calling __set_name__" and exited 1
-    (the signal's exception came out wrapped, from a pydantic model that mosaic imports), or it
-    went on loading the file, when the exception was lost."""
-    proc, marker = start_slow(tmp_path, "experiment-start", module)
+    With the signal inside a class's creation it printed a traceback ending in "RuntimeError:
+    Error calling __set_name__" and exited 1 (the signal's exception came out wrapped, from a
+    pydantic model that mosaic imports); when the exception was lost, it went on loading.
+    """
+    proc, marker = start_slow(tmp_path, command, module)
     try:
         wait_for_file(marker, proc)
         assert_ended_by(proc, sig, code)
