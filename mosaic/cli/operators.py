@@ -12,12 +12,9 @@ def operators() -> None:
     A package adds one through the `mosaic.operators` entry-point group, naming a worker
     module (see the README's operator section).
     """
+    from mosaic.core.text_table import format_table
     from mosaic.operators.api.kinds import operator_kinds
 
     rows = [(kind.name, kind.worker_module or "(the file's command list)", kind.origin,
              kind.description) for kind in operator_kinds().values()]
-    header = ("TYPE", "WORKER", "FROM", "WHAT")
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
-    for row in [header, *rows]:
-        padded = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-        click.echo("  ".join([*padded, row[3]]).rstrip())
+    click.echo(format_table(("TYPE", "WORKER", "FROM", "WHAT"), rows))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mosaic.conductors.run_context import RECENT_EPISODES
+from mosaic.core.text_table import format_table
 from mosaic.orchestration.executor import RunResult
 from mosaic.store import format_means
 
@@ -85,10 +86,7 @@ def format_summary(results: list[RunResult], store_path: str,
                      *(_param(r.params[path]) if path in r.params else "-" for path in paths),
                      r.status, str(r.episodes), f"{r.steps:,}", _mean(r),
                      f"{r.wall_time:.2f} s", f"{rate:,.0f}", (r.digest or "-")[:16]))
-    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
-              for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    lines = [format_table(headers, rows)]
     total_steps = sum(r.steps for r in results)
     total_episodes = sum(r.episodes for r in results)
     lines.append("")

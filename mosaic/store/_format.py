@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from mosaic.core.text_table import format_table
 from mosaic.store._records import EpisodeStats, EpisodeSummary, RunDetail, RunSummary
 
 
@@ -56,7 +57,7 @@ def format_runs_table(runs: Sequence[RunSummary]) -> str:
         for run in runs
     ]
     shift = len(paths)
-    table = _table(headers, rows, right={2, 3, *(i + shift for i in (6, 7, 8, 9, 10))})
+    table = format_table(headers, rows, right={2, 3, *(i + shift for i in (6, 7, 8, 9, 10))})
     if not paths:
         return table
     return "\n\n".join([table, _by_params(runs, paths), *_best_points(runs, paths)])
@@ -122,7 +123,7 @@ def _by_params(runs: Sequence[RunSummary], paths: list[str]) -> str:
         ])
     headers = [*paths, "RUNS", "FINISHED", "MEAN RETURN (LAST 100)", "RANGE"]
     shift = len(paths)
-    return "by sweep values\n" + _table(headers, rows, right={shift, shift + 1, shift + 2})
+    return "by sweep values\n" + format_table(headers, rows, right={shift, shift + 1, shift + 2})
 
 
 def _param(params: dict[str, Any], path: str) -> str:
@@ -164,7 +165,7 @@ def format_run_detail(detail: RunDetail) -> str:
     lines = [f"{name.ljust(width)}  {value}" for name, value in facts]
     lines += ["", "transitions"]
     if detail.transitions:
-        table = _table(
+        table = format_table(
             ["SEQ", "AT", "FROM", "TO", "REASON"],
             [
                 [
@@ -199,7 +200,7 @@ def format_run_detail(detail: RunDetail) -> str:
             rows += [_episode_cells(ep, copies) for ep in detail.last_episodes]
         headers = ["ENVIRONMENT", *(["COPY"] if copies else []), "EPISODE", "STEPS", "RETURN",
                    "END", "SEED", "RETURNS"]
-        table = _table(headers, rows,
+        table = format_table(headers, rows,
                        right={1, 2, 3, 4, 6} if copies else {1, 2, 3, 5})
         lines += ["  " + line for line in table.splitlines()]
     else:
@@ -249,19 +250,6 @@ def _episode_cells(ep: EpisodeSummary, copies: bool = False) -> list[str]:
         _text(ep.seed),
         _first_line(returns, 60),
     ]
-
-
-def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> str:
-    widths = [max(len(cells[i]) for cells in [headers, *rows]) for i in range(len(headers))]
-
-    def line(cells: list[str]) -> str:
-        parts = [
-            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
-            for i, cell in enumerate(cells)
-        ]
-        return "  ".join(parts).rstrip()
-
-    return "\n".join([line(headers), *(line(cells) for cells in rows)])
 
 
 def _text(value: Any) -> str:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
+from mosaic.core.text_table import format_table
 from mosaic.operators.evaluation._results import ScriptResult
 
 
@@ -22,7 +22,7 @@ def format_comparison_table(result: ScriptResult) -> str:
     """
     header = ("operator", "episodes", "mean return", "std return", "mean length", "fallbacks",
               "failures")
-    rows = [header]
+    rows = []
     for op in result.operators.values():
         name = op.operator_id
         if op.display_name != op.operator_id:
@@ -38,15 +38,7 @@ def format_comparison_table(result: ScriptResult) -> str:
                 "1" if op.failed else "0",
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-
-    def line(row: Sequence[str]) -> str:
-        cells = [row[0].ljust(widths[0])]
-        cells += [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
-        return "  ".join(cells).rstrip()
-
-    out = [line(rows[0]), "  ".join("-" * w for w in widths)]
-    out += [line(row) for row in rows[1:]]
+    out = [format_table(header, rows, right=range(1, len(header)), rule=True)]
     for op in result.operators.values():
         if op.llm is not None and op.llm.fallbacks:
             out.append(f"llm {op.operator_id}: {op.llm.describe()}; first error: "
