@@ -11,6 +11,7 @@ from mosaic.conductors.run_context import RECENT_EPISODES
 from mosaic.core.store_url import mask
 from mosaic.orchestration.executor import RunResult
 from mosaic.store import open_store
+from mosaic.store.states import SUCCESSFUL_STATUSES
 
 if TYPE_CHECKING:
     import pandas
@@ -86,8 +87,7 @@ class Results:
     @property
     def ok(self) -> bool:
         """Whether there were runs and every one finished (or its search's pruner ended it)."""
-        return bool(self.runs) and all(run.status in ("finished", "pruned")
-                                       for run in self.runs)
+        return bool(self.runs) and all(run.status in SUCCESSFUL_STATUSES for run in self.runs)
 
     def __len__(self) -> int:
         return len(self.runs)

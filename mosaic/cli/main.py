@@ -178,6 +178,7 @@ def experiment_start(file: str, store: str | None, jobs: int | None, ray: str | 
     from mosaic.api.progress import ProgressDisplay
     from mosaic.cli.report import format_run_line, format_summary, format_title
     from mosaic.core.errors import MosaicError, StoreError
+    from mosaic.store.states import SUCCESSFUL_STATUSES
 
     try:
         join_cluster(experiment, ray)
@@ -191,7 +192,7 @@ def experiment_start(file: str, store: str | None, jobs: int | None, ray: str | 
     def run_ended(result):  # type: ignore[no-untyped-def]
         if display is not None:
             display.run_ended(result.index, format_run_line(result))
-        elif result.status not in ("finished", "pruned"):
+        elif result.status not in SUCCESSFUL_STATUSES:
             click.echo(format_run_line(result), err=True)
 
     try:
@@ -239,7 +240,7 @@ def experiment_start(file: str, store: str | None, jobs: int | None, ray: str | 
     if execution.cancelled_by is not None:
         click.echo("mosaic: cancelled; every step taken so far is stored.", err=True)
         sys.exit(EXIT_SIGNAL.get(execution.cancelled_by, EXIT_FAILED))
-    sys.exit(EXIT_OK if results and all(r.status in ("finished", "pruned") for r in results)
+    sys.exit(EXIT_OK if results and all(r.status in SUCCESSFUL_STATUSES for r in results)
              else EXIT_FAILED)
 
 

@@ -1,33 +1,19 @@
-"""The explicit state machine of one run."""
+"""The explicit state machine of one run, over the store's states
+(:class:`~mosaic.store.states.RunState`)."""
 
 from __future__ import annotations
 
-import enum
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from mosaic.core.errors import IllegalTransition
+from mosaic.store.states import RunState
 
+__all__ = ["FINAL_STATES", "TRANSITIONS", "RunState", "RunStateMachine", "Transition"]
 
-class RunState(enum.Enum):
-    """Where a run is. The last three are final."""
-
-    CREATED = "created"
-    SETTING_UP = "setting_up"
-    RUNNING = "running"
-    STOPPING = "stopping"
-    FINISHED = "finished"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-    @property
-    def final(self) -> bool:
-        return self in FINAL_STATES
-
-
-FINAL_STATES = frozenset({RunState.FINISHED, RunState.FAILED, RunState.CANCELLED})
+FINAL_STATES = frozenset(state for state in RunState if state.final)
 
 #: from-state -> the states it may move to. Everything else is an illegal transition.
 TRANSITIONS: dict[RunState, frozenset[RunState]] = {

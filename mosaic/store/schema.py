@@ -13,6 +13,7 @@ import re
 import sqlalchemy as sa
 
 from mosaic.core.errors import StoreError
+from mosaic.store.states import FINAL_STATUSES, RunStatus
 
 __all__ = [
     "FINAL_STATUSES",
@@ -45,8 +46,7 @@ _UPGRADABLE = ("1", "2", "3", "4", "5", "6", "7")
 
 #: ``pruned``: a run of a search that its pruner ended early (a store made before it existed
 #: admits it once its next writer opens it: see :func:`ensure_schema`).
-RUN_STATUSES = ("created", "running", "finished", "failed", "cancelled", "pruned")
-FINAL_STATUSES = frozenset({"finished", "failed", "cancelled", "pruned"})
+RUN_STATUSES: tuple[str, ...] = tuple(status.value for status in RunStatus)
 
 metadata = sa.MetaData()
 

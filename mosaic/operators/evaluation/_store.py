@@ -26,10 +26,15 @@ from typing import TYPE_CHECKING, Any
 
 from mosaic.environments.gymnasium_adapter import GYMNASIUM_SLOT
 from mosaic.operators.llm_accounting import account_metrics
+from mosaic.store.states import RunState, RunStatus
 
 if TYPE_CHECKING:
     from mosaic.operators.evaluation._models import EvaluationConfig
     from mosaic.store.writer import StoreWriter
+
+
+#: The states of a run that has not begun to stop.
+_GOING = (RunState.SETTING_UP, RunState.RUNNING)
 
 
 @dataclass
@@ -38,7 +43,7 @@ class _Run:
 
     id: int
     environment: str
-    state: str = "setting_up"
+    state: RunState = RunState.SETTING_UP
     episodes: int = 0
     steps: int = 0
 
@@ -58,14 +63,15 @@ class StoreRecorder:
         self._runs: dict[str, _Run] = {}
         for index, spec in enumerate(config.operators):
             run = _Run(writer.run_started(experiment, f"{run_id}-{spec.id}", index, None), spec.env)
-            writer.record_transition(run.id, "created", "setting_up", "evaluation started")
+            writer.record_transition(run.id, RunState.CREATED, RunState.SETTING_UP,
+                                     "evaluation started")
             self._runs[spec.id] = run
-        self._ending: tuple[str, str, str | None] = ("failed", "no outcome", None)
+        self._ending: tuple[RunStatus, str, str | None] = (RunStatus.FAILED, "no outcome", None)
 
     def running(self, operator_id: str) -> None:
         """The worker of ``operator_id`` started."""
         run = self._runs[operator_id]
-        self._move(run, "running", "worker started")
+        self._move(run, RunState.RUNNING, "worker started")
 
     def write(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Store the ``step`` and ``episode`` records of the telemetry; a ``failure`` record
@@ -96,39 +102,39 @@ class StoreRecorder:
                     run.id, run.environment, record["episode"], record["length"], total,
                     {GYMNASIUM_SLOT: total}, record["terminated"], record["truncated"],
                     record["seed"])
-            elif kind == "failure" and run.state in ("setting_up", "running"):
+            elif kind == "failure" and run.state in _GOING:
                 phase, cause = record["phase"], record["cause"]
                 why = ("failed to launch" if phase == "launch"
                        else "too many LLM fallbacks" if phase == "fallbacks"
                        else f"failed in {phase}: {cause}")
-                self._move(run, "stopping", why)
-                self._end(run, "failed", record["message"], record["message"])
+                self._move(run, RunState.STOPPING, why)
+                self._end(run, RunStatus.FAILED, record["message"], record["message"])
         if steps:
             self._writer.record_steps(steps)
         if metrics:
             self._writer.record_metrics(metrics)
 
-    def stopping(self, status: str, reason: str, error: str | None = None) -> None:
+    def stopping(self, status: RunStatus, reason: str, error: str | None = None) -> None:
         """Every run still going is stopping, to end as ``status`` (see :meth:`finish`)."""
         self._ending = (status, reason, error)
         for run in self._runs.values():
-            if run.state in ("setting_up", "running"):
-                self._move(run, "stopping", reason)
+            if run.state in _GOING:
+                self._move(run, RunState.STOPPING, reason)
 
     def finish(self) -> None:
         """End every run not ended yet as :meth:`stopping` said (``failed`` if it was not
         called), with its episode and step counts; call it once every worker is stopped."""
         status, reason, error = self._ending
         for run in self._runs.values():
-            if run.state in ("setting_up", "running"):
-                self._move(run, "stopping", reason)
-            if run.state == "stopping":
+            if run.state in _GOING:
+                self._move(run, RunState.STOPPING, reason)
+            if run.state == RunState.STOPPING:
                 self._end(run, status, error or "worker stopped", error)
 
-    def _move(self, run: _Run, state: str, reason: str) -> None:
+    def _move(self, run: _Run, state: RunState, reason: str) -> None:
         self._writer.record_transition(run.id, run.state, state, reason)
         run.state = state
 
-    def _end(self, run: _Run, status: str, reason: str, error: str | None) -> None:
-        self._move(run, status, reason)
+    def _end(self, run: _Run, status: RunStatus, reason: str, error: str | None) -> None:
+        self._move(run, RunState(status), reason)
         self._writer.run_finished(run.id, status, error, run.episodes, run.steps)

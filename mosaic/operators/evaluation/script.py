@@ -83,6 +83,7 @@ from mosaic.operators.evaluation.schema import (
     OperatorSpec,
     load_evaluation,
 )
+from mosaic.store.states import RunStatus
 
 if TYPE_CHECKING:
     from mosaic.store.writer import StoreWriter
@@ -287,14 +288,14 @@ def run_script(
 
 def _ending(
     completed: bool, interrupted: bool, error: BaseException | None
-) -> tuple[str, str, str | None]:
+) -> tuple[RunStatus, str, str | None]:
     """How the runs still going end: their status, why they stop, and the error if any."""
     if completed:
-        return "finished", "every episode played", None
+        return RunStatus.FINISHED, "every episode played", None
     if interrupted:
-        return "cancelled", "interrupted", None
+        return RunStatus.CANCELLED, "interrupted", None
     what = f"the evaluation stopped: {type(error).__name__}: {error}"
-    return "failed", what, what
+    return RunStatus.FAILED, what, what
 
 
 # -- the command line --------------------------------------------------------------------------
