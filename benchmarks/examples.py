@@ -62,6 +62,7 @@ LEARNER = "learner"  # the agent whose seats a win rate counts
 #: Examples this benchmark does not run, and why (they state no figures).
 NOT_RUN = {
     "frozenlake_llm": "needs an OpenAI-compatible chat-completions server on this machine",
+    "chess_llm_vs_llm": "needs two OpenAI-compatible chat-completions servers on this machine",
     "manual_frozenlake": "interactive (mosaic manual)",
 }
 

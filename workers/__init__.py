@@ -13,6 +13,9 @@ answer ``--help``. They also accept MOSAIC's launcher flags (``--run-id --env-na
 ``scripted_worker``       a user function ``module:function(observation, legal_actions)``
 ``rl_worker``             a greedy policy checkpoint (``.npz``, :mod:`mosaic.agents.policies`)
 ``llm_worker``            an OpenAI-compatible chat-completions endpoint
+``chess_worker``          an LLM playing PettingZoo chess (FEN, legal moves, one conversation)
+``balrog_worker``         an LLM playing BabyAI / MiniGrid from BALROG-style text
+``vlm_worker``            a vision LLM sent each image observation
 ``human_worker``          keyboard input on a terminal
 ========================  ===========================================================
 """

@@ -61,7 +61,8 @@ from mosaic.operators.worker.runtime import (
 from workers._bounded_http import BoundedClient, RequestFailed
 from workers._retry import Retry, RetryPolicy, with_retries
 
-__all__ = ["LLMError", "LLMPolicy", "main", "parse_action"]
+__all__ = ["LLMError", "LLMPolicy", "add_endpoint_arguments", "endpoint_options", "main",
+           "new_usage", "parse_action", "parse_named_action"]
 
 log = logging.getLogger("mosaic.worker.llm")
 
@@ -105,6 +106,22 @@ def parse_action(text: str, legal_actions: list[int]) -> int | None:
         if value in legal:
             return value
     return None
+
+
+def parse_named_action(text: str, legal_actions: list[int], names: list[str]) -> int | None:
+    """The legal action whose name (``names[action]``, case-insensitive, as whole words) comes
+    first in ``text`` outside ``<think>`` blocks, the longest name at one place; else
+    :func:`parse_action`'s number."""
+    plain = _THINK.sub(" ", text).lower()
+    found: list[tuple[int, int, int]] = []
+    for action in legal_actions:
+        if not 0 <= action < len(names):
+            continue
+        name = names[action].lower()
+        match = re.search(r"\b" + re.escape(name) + r"\b", plain)
+        if match:
+            found.append((match.start(), -len(name), action))
+    return min(found)[2] if found else parse_action(text, legal_actions)
 
 
 def _observation_text(observation: Any) -> str:
@@ -196,22 +213,14 @@ class LLMPolicy(BasePolicy):
         candidates = legal_actions if legal_actions is not None else discrete_actions(action_space)
         if not candidates:
             raise ValueError("the LLM worker needs legal actions or a Discrete action space")
-        usage = {"prompt_tokens": 0, "completion_tokens": 0, "retries": 0}
+        usage = new_usage()
         try:
             reply = self._complete(self._messages(observation, candidates), usage)
-            action = parse_action(reply, candidates)
+            action = self._parse(reply, candidates)
             if action is None:
                 raise LLMError("no_action", f"no legal action in the reply {reply[:200]!r}")
         except LLMError as exc:
-            self._account = self._accounted("fallback", usage, exc)
-            if exc.reason not in self._warned:  # one warning per reason, not one per step
-                self._warned.add(exc.reason)
-                log.warning("LLM call failed (%s), using the %s fallback: %s; further %s "
-                            "failures are logged at debug level", exc.reason, self.fallback,
-                            exc, exc.reason)
-            else:
-                log.debug("LLM call failed (%s): %s", exc.reason, exc)
-            return self._fallback(candidates, legal_actions, action_space)
+            return self._fall_back(exc, usage, candidates, legal_actions, action_space)
         self._account = self._accounted("model", usage, None)
         return action
 
@@ -224,7 +233,25 @@ class LLMPolicy(BasePolicy):
                 fields["llm_error"] = self._account["error"]
         return fields
 
-    # -- internals --
+    # -- shared with the workers built on this one (chess, BALROG-style) --
+
+    def _parse(self, reply: str, candidates: list[int]) -> int | None:
+        """The legal action ``reply`` names, or None: :func:`parse_action`."""
+        return parse_action(reply, candidates)
+
+    def _fall_back(self, error: LLMError, usage: dict[str, int], candidates: list[int],
+                   legal_actions: list[int] | None, action_space: Any) -> Any:
+        """Account for ``error`` (one warning per reason, later ones at debug level) and
+        return the fallback action."""
+        self._account = self._accounted("fallback", usage, error)
+        if error.reason not in self._warned:  # one warning per reason, not one per step
+            self._warned.add(error.reason)
+            log.warning("LLM call failed (%s), using the %s fallback: %s; further %s "
+                        "failures are logged at debug level", error.reason, self.fallback,
+                        error, error.reason)
+        else:
+            log.debug("LLM call failed (%s): %s", error.reason, error)
+        return self._fallback(candidates, legal_actions, action_space)
 
     def _accounted(self, source: str, usage: dict[str, int], error: LLMError | None
                    ) -> dict[str, Any]:
@@ -244,7 +271,7 @@ class LLMPolicy(BasePolicy):
             return f"{action} ({self.action_names[action]})"
         return str(action)
 
-    def _messages(self, observation: Any, candidates: list[int]) -> list[dict[str, str]]:
+    def _messages(self, observation: Any, candidates: list[int]) -> list[dict[str, Any]]:
         player = f"You are {self._player}.\n" if self._player else ""
         user = (
             f"{player}Observation: {_observation_text(observation)}\n"
@@ -254,9 +281,10 @@ class LLMPolicy(BasePolicy):
         system = self.system_prompt.replace("{env}", self.env_name)
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
-    def _complete(self, messages: list[dict[str, str]], usage: dict[str, int]) -> str:
-        """The completion's text; the request's token counts and retries go to ``usage``.
-        Raises :class:`LLMError`."""
+    def _complete(self, messages: list[dict[str, Any]], usage: dict[str, int],
+                  timeout: float | None = None) -> str:
+        """The completion's text within ``timeout`` seconds (default ``--timeout``); the
+        request's token counts and retries are added to ``usage``. Raises :class:`LLMError`."""
         body = json.dumps({
             "model": self.model, "messages": messages, "temperature": self.temperature,
             "max_tokens": self.max_tokens,
@@ -274,8 +302,8 @@ class LLMPolicy(BasePolicy):
             self._log_retry(retry)
 
         try:
-            raw = with_retries(attempt, timeout=self.timeout, policy=self.retry, rng=self._jitter,
-                               on_retry=on_retry)
+            raw = with_retries(attempt, timeout=self.timeout if timeout is None else timeout,
+                               policy=self.retry, rng=self._jitter, on_retry=on_retry)
         except RequestFailed as exc:
             raise LLMError(exc.reason, str(exc), exc.status) from exc
         try:
@@ -312,7 +340,7 @@ class LLMPolicy(BasePolicy):
         for key in ("prompt_tokens", "completion_tokens"):
             value = counts.get(key)
             if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-                usage[key] = value
+                usage[key] += value
                 self.tokens[key] += value
         tokens = self.tokens
         tokens["total_tokens"] = tokens["prompt_tokens"] + tokens["completion_tokens"]
@@ -327,6 +355,11 @@ class LLMPolicy(BasePolicy):
         return noop_action(action_space, legal_actions if legal_actions else candidates)
 
 
+def new_usage() -> dict[str, int]:
+    """The counts of one action's requests: tokens and retries, all 0."""
+    return {"prompt_tokens": 0, "completion_tokens": 0, "retries": 0}
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The worker's command line."""
     parser = argparse.ArgumentParser(
@@ -334,6 +367,18 @@ def build_parser() -> argparse.ArgumentParser:
         description="mosaic operator worker that asks an OpenAI-compatible chat-completions "
                     "endpoint for each action.",
     )
+    add_endpoint_arguments(parser)
+    parser.add_argument("--system-prompt", default=DEFAULT_SYSTEM_PROMPT,
+                        help="system prompt; {env} is replaced by the environment id")
+    parser.add_argument("--action-names", default="",
+                        help="comma-separated names of actions 0, 1, 2, ... for the prompt")
+    add_runtime_arguments(parser)
+    return parser
+
+
+def add_endpoint_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of the endpoint, its retries and the fallback, which every LLM worker
+    takes (read back with :func:`endpoint_options`)."""
     parser.add_argument("--base-url", required=True,
                         help="endpoint base URL, e.g. http://127.0.0.1:8000/v1")
     parser.add_argument("--model", required=True, help="model name sent in each request")
@@ -353,12 +398,18 @@ def build_parser() -> argparse.ArgumentParser:
                              "action (default random, from the operator's seed stream)")
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--system-prompt", default=DEFAULT_SYSTEM_PROMPT,
-                        help="system prompt; {env} is replaced by the environment id")
-    parser.add_argument("--action-names", default="",
-                        help="comma-separated names of actions 0, 1, 2, ... for the prompt")
-    add_runtime_arguments(parser)
-    return parser
+
+
+def endpoint_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of :class:`LLMPolicy` that :func:`add_endpoint_arguments` gave,
+    with the API key read from its environment variable."""
+    api_key = os.environ.get(args.api_key_env) or None
+    if api_key is None:
+        log.info("$%s is not set; sending requests without an API key", args.api_key_env)
+    return {"base_url": args.base_url, "model": args.model, "api_key": api_key,
+            "timeout": args.timeout, "fallback": args.fallback,
+            "temperature": args.temperature, "max_tokens": args.max_tokens,
+            "max_retries": args.max_retries, "retry_backoff": args.retry_backoff}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -366,15 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def make_policy() -> LLMPolicy:
-        api_key = os.environ.get(args.api_key_env) or None
-        if api_key is None:
-            log.info("$%s is not set; sending requests without an API key", args.api_key_env)
         return LLMPolicy(
-            args.base_url, args.model, api_key=api_key, timeout=args.timeout,
-            fallback=args.fallback, temperature=args.temperature, max_tokens=args.max_tokens,
-            system_prompt=args.system_prompt, env_name=args.env_id,
+            **endpoint_options(args), system_prompt=args.system_prompt, env_name=args.env_id,
             action_names=[n.strip() for n in args.action_names.split(",") if n.strip()],
-            max_retries=args.max_retries, retry_backoff=args.retry_backoff,
         )
 
     # MOSAIC's LLM worker, started without --interactive, plays its episodes by itself.

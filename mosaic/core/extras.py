@@ -28,7 +28,7 @@ VIDEO = "video"
 _EXTRA_OF = {"pygame": GAMES, "pandas": RESULTS, "pyarrow": RESULTS, "matplotlib": RESULTS,
              "psycopg": "postgres", "ray": "ray", "torch": "torch",
              "tensorboardX": TENSORBOARD, "mlflow": MLFLOW, "moviepy": VIDEO, "imageio": VIDEO,
-             "imageio_ffmpeg": VIDEO}
+             "imageio_ffmpeg": VIDEO, "chess": "chess", "minigrid": "minigrid"}
 
 
 def extra_for(module: str) -> str | None:

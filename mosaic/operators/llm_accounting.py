@@ -47,8 +47,10 @@ def account_metrics(account: Mapping[str, Any]) -> list[tuple[str, float]]:
     """The account of one action as named values for the ``metrics`` table.
 
     ``llm.fallback`` (1 or 0), ``llm.prompt_tokens``, ``llm.completion_tokens`` and
-    ``llm.retries`` (the requests tried again for this action); on a fallback also
-    ``llm.fallback.<reason>``, whose value is the HTTP status for ``http`` and 1 otherwise.
+    ``llm.retries`` (the requests tried again for this action); ``llm.illegal_replies`` when
+    the account has ``illegal_replies`` (the chess worker's answers without a legal move, asked
+    again); on a fallback also ``llm.fallback.<reason>``, whose value is the HTTP status for
+    ``http`` and 1 otherwise.
     """
     fallback = account.get("source") == "fallback"
     metrics: list[tuple[str, float]] = [
@@ -57,6 +59,8 @@ def account_metrics(account: Mapping[str, Any]) -> list[tuple[str, float]]:
         ("llm.completion_tokens", float(_count(account, "completion_tokens"))),
         ("llm.retries", float(_count(account, "retries"))),
     ]
+    if "illegal_replies" in account:  # the chess worker's answers that were asked again
+        metrics.append(("llm.illegal_replies", float(_count(account, "illegal_replies"))))
     if fallback:
         status = _count(account, "http_status")
         metrics.append((f"llm.fallback.{account.get('reason') or 'unknown'}",

@@ -27,7 +27,10 @@ set.
 evaluation file (:mod:`mosaic.operators.evaluation.schema`, checked with the same models),
 ``command`` the argv of a ``command`` worker, and ``task``
 (e.g. ``FrozenLake-v1``) and ``env_name`` name the game to the worker (the LLM worker puts them in
-its prompt; ``env_name`` defaults to the environment's uid). The worker is started by
+its prompt; ``env_name`` defaults to the environment's uid). An ``llm`` operator's worker is
+chosen from ``task`` (else ``env_name``): ``chess_v6`` runs the chess worker, a BabyAI or
+MiniGrid id the BALROG-style one (:mod:`mosaic.operators.api.llm_routing`), unless
+``settings.worker`` names one. The worker is started by
 :class:`~mosaic.operators.OperatorLauncher` in :meth:`OperatorMuscle.setup` and receives
 ``init_agent`` for its slot; per episode it gets ``reset`` and per step ``select_action``.
 
@@ -80,6 +83,7 @@ from gymnasium import spaces
 from mosaic.agents import Muscle, MuscleContext, Slot
 from mosaic.core.errors import MosaicError
 from mosaic.operators.api.config import OperatorConfig
+from mosaic.operators.api.llm_routing import llm_worker_for
 from mosaic.operators.api.operator import (
     EpisodeSummary,
     NamedOperator,
@@ -287,6 +291,8 @@ class OperatorMuscle(Muscle):
         settings = dict(spec.settings or {})
         if spec.type == "llm" and "timeout" not in settings:
             settings["timeout"] = round(timeout * LLM_HTTP_SHARE, 3)
+        if spec.type == "llm":  # routed by the game named to the worker, not the env's uid
+            settings["worker"] = llm_worker_for(settings.get("worker"), spec.task, spec.env_name)
         description = spec.description
         try:
             config = OperatorConfig.single_agent(

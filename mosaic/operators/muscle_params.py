@@ -32,6 +32,7 @@ from mosaic.core.config_problems import (
 from mosaic.core.errors import MosaicError
 from mosaic.operators.api.config import OPERATOR_TYPES
 from mosaic.operators.api.kinds import operator_kinds, settings_problems, type_problems
+from mosaic.operators.api.llm_routing import llm_worker_problems
 from mosaic.operators.llm_accounting import DEFAULT_MAX_FALLBACK_FRACTION
 
 __all__ = [
@@ -187,9 +188,13 @@ class WorkerSpec(_OperatorSpec):
         return kind
 
     def _problems(self) -> list[Problem]:
-        return [*_goes_with("command", self.command is not None, "type", self.type, "command",
-                            "the worker program and its arguments, as a list"),
-                *_settings_problems(self.type, self.settings or {})]
+        problems = [*_goes_with("command", self.command is not None, "type", self.type,
+                                "command", "the worker program and its arguments, as a list"),
+                    *_settings_problems(self.type, self.settings or {})]
+        if self.type == "llm" and not problems:
+            problems += llm_worker_problems(self.settings or {}, ("settings",), self.task,
+                                            self.env_name)
+        return problems
 
     @property
     def description(self) -> str:

@@ -5,9 +5,10 @@ default one when the script is empty): a normal completion with ``usage`` token 
 error (with a ``Retry-After`` header when ``retry_after`` is set), a body that is not JSON, a slow
 reply, a trickle (one byte of the answer, status line and headers included, every ``trickle``
 seconds), a body trickle (status line and headers at once, then one byte of the body every
-``body_trickle`` seconds) or a stall (status line and headers, then nothing). Requests are
-recorded in ``requests``. :class:`SilentServer` accepts connections and never reads or answers;
-:func:`refused_port` is a port where nothing listens.
+``body_trickle`` seconds) or a stall (status line and headers, then nothing). With a
+``responder``, a request the script does not answer gets ``responder(body)``: a fake model that
+reads its prompt. Requests are recorded in ``requests``. :class:`SilentServer` accepts
+connections and never reads or answers; :func:`refused_port` is a port where nothing listens.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import socket
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -46,8 +48,10 @@ class LLMTestServer:
     """Serve scripted chat completions on ``127.0.0.1`` at a free port. Use as a context manager;
     ``stop()`` returns within about a second even while a slow reply is pending."""
 
-    def __init__(self, default: Reply | None = None) -> None:
+    def __init__(self, default: Reply | None = None,
+                 responder: Callable[[dict[str, Any]], Reply] | None = None) -> None:
         self.default = default or Reply()
+        self.responder = responder
         self.script: deque[Reply] = deque()
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
@@ -87,7 +91,9 @@ class LLMTestServer:
         with self._lock:
             self.requests.append(body)
             self.headers.append(headers)
-            return self.script.popleft() if self.script else self.default
+            if self.script:
+                return self.script.popleft()
+        return self.responder(body) if self.responder is not None else self.default
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self

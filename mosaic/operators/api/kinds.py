@@ -96,7 +96,8 @@ BUILTIN_KINDS: Mapping[str, OperatorKind] = {kind.name: kind for kind in (
                  description="a Python function of the observation (settings.policy)"),
     OperatorKind("rl", "workers.rl_worker", description="a trained policy checkpoint"),
     OperatorKind("llm", "workers.llm_worker",
-                 description="a language model behind an OpenAI-compatible endpoint"),
+                 description="a language model behind an OpenAI-compatible endpoint "
+                             "(workers by game: llm, chess, balrog, vlm)"),
     OperatorKind("human", "workers.human_worker", description="a person at a terminal"),
     OperatorKind("command", None,
                  description="any worker program given as a command list (MOSAIC's too)"),

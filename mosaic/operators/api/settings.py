@@ -85,7 +85,9 @@ class RlSettings(_CommonSettings):
 
 
 class LlmSettings(_CommonSettings):
-    """Settings of an ``llm`` operator (an OpenAI-compatible endpoint)."""
+    """Settings of an ``llm`` operator (an OpenAI-compatible endpoint); ``worker`` chooses its
+    worker (:mod:`mosaic.operators.api.llm_routing`), ``move_retries`` and ``notation`` are the
+    chess worker's."""
 
     base_url: Annotated[
         str,
@@ -112,6 +114,15 @@ class LlmSettings(_CommonSettings):
     system_prompt: str | None = None
     action_names: list[str] | None = None
     keep_proxy_env: bool = False
+    worker: Annotated[
+        Literal["auto", "llm", "chess", "balrog", "vlm"],
+        Field(description="auto (chosen from the game), llm, chess, balrog or vlm"),
+    ] = "auto"
+    move_retries: Annotated[
+        int | None, Field(ge=0, description="a whole number >= 0 (chess: illegal or unreadable "
+                                            "moves asked again before the fallback)")
+    ] = None
+    notation: Literal["san", "uci"] | None = None
 
     @model_validator(mode="after")
     def _needs_a_model(self) -> LlmSettings:

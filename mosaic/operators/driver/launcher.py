@@ -1,8 +1,11 @@
 """Start operator workers as subprocesses: :class:`OperatorLauncher`.
 
 Each operator type maps to a worker module (``python -m workers.<type>_worker``); ``command``
-operators run a third-party argv that speaks the protocol. The settings each type reads
-(anything else is ignored with a warning):
+operators run a third-party argv that speaks the protocol. An ``llm`` operator runs the worker
+for its game (``workers.chess_worker`` for PettingZoo chess, ``workers.balrog_worker`` for
+BabyAI and MiniGrid, else ``workers.llm_worker``) unless ``settings.worker`` names one
+(``vlm``: ``workers.vlm_worker``; :mod:`mosaic.operators.api.llm_routing`). The settings each
+type reads (anything else is ignored with a warning):
 
 =============  ====================================================================================
 every type     ``env_kwargs`` (dict), ``render_every`` (int), ``render_mode``, ``send_observations``
@@ -14,7 +17,9 @@ every type     ``env_kwargs`` (dict), ``render_every`` (int), ``render_mode``, `
 ``rl``         ``checkpoint`` (required: path of an ``.npz``)
 ``llm``        ``base_url`` and ``model`` (or ``model_id``) required; ``api_key_env``, ``fallback``,
                ``timeout``, ``max_retries``, ``retry_backoff``, ``temperature``, ``max_tokens``,
-               ``system_prompt``, ``action_names``, ``keep_proxy_env`` (bool)
+               ``system_prompt``, ``action_names``, ``keep_proxy_env`` (bool), ``worker``
+               (``auto``, ``llm``, ``chess``, ``balrog``, ``vlm``), and for chess
+               ``move_retries`` and ``notation`` (``san`` or ``uci``)
 ``human``      ``tty`` (default: the launcher's own terminal), ``action_names``
 a plug-in's    its own settings, one JSON object in ``--settings`` (:mod:`..api.kinds`)
 =============  ====================================================================================
@@ -47,6 +52,7 @@ from typing import Any
 from mosaic.core.errors import WorkerError
 from mosaic.operators.api.config import OperatorConfig, WorkerAssignment
 from mosaic.operators.api.kinds import BUILTIN_KINDS, operator_kind, plugin_settings_argv
+from mosaic.operators.api.llm_routing import LLM_WORKERS, llm_worker_for
 from mosaic.operators.driver.handle import OperatorProcessHandle
 from mosaic.operators.driver.multi_handle import MultiAgentOperatorHandle
 from mosaic.operators.protocol import PARENT_PID_ENV
@@ -74,7 +80,7 @@ _SPECIFIC: dict[str, set[str]] = {
     "rl": {"checkpoint"},
     "llm": {"base_url", "model", "model_id", "api_key_env", "fallback", "timeout", "max_retries",
             "retry_backoff", "temperature", "max_tokens", "system_prompt", "action_names",
-            "keep_proxy_env"},
+            "keep_proxy_env", "worker", "move_retries", "notation"},
     "human": {"tty", "action_names"},
     "command": set(),
 }
@@ -157,10 +163,19 @@ class OperatorLauncher:
                 raise ValueError(f"operator {config.operator_id!r} has no command argv")
             return list(config.command)
         builder = getattr(self, f"_build_{config.operator_type}_command")
-        argv: list[str] = [self.python, "-m", WORKER_MODULES[config.operator_type]]
+        argv: list[str] = [self.python, "-m", self.worker_module(config)]
         argv += builder(config, run_id)
         argv += self._runtime_args(config, run_id, interactive=interactive, owns_env=owns_env)
         return argv
+
+    @staticmethod
+    def worker_module(config: OperatorConfig) -> str:
+        """The module a built-in ``config`` runs; for ``llm``, the worker of its game or of its
+        ``settings.worker`` (``ValueError`` for an unknown one)."""
+        if config.operator_type == "llm":
+            worker = llm_worker_for(config.settings.get("worker"), config.task, config.env_name)
+            return LLM_WORKERS[worker]
+        return WORKER_MODULES[config.operator_type]
 
     def _runtime_args(
         self, config: OperatorConfig, run_id: str, *, interactive: bool, owns_env: bool
@@ -215,8 +230,16 @@ class OperatorLauncher:
                           ("max_retries", "--max-retries"), ("retry_backoff", "--retry-backoff")):
             if s.get(key) is not None:
                 args += [flag, str(s[key])]
+        if self.worker_module(config) == LLM_WORKERS["chess"]:
+            for key, flag in (("move_retries", "--move-retries"), ("notation", "--notation")):
+                if s.get(key) is not None:
+                    args += [flag, str(s[key])]
         if s.get("action_names"):
-            args += ["--action-names", _names(s["action_names"])]
+            if self.worker_module(config) == LLM_WORKERS["chess"]:  # its moves have names
+                log.warning("operator %s: the chess worker ignores settings.action_names",
+                            config.operator_id)
+            else:
+                args += ["--action-names", _names(s["action_names"])]
         return args
 
     def _build_human_command(self, config: OperatorConfig, run_id: str) -> list[str]:

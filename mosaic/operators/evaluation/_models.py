@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import Field, PrivateAttr
+from pydantic import Field, PrivateAttr, field_validator
 
-from mosaic.core.config_problems import StrictModel
+from mosaic.core.config_problems import StrictModel, raise_if_any
 from mosaic.core.seeding import operator_seed
 from mosaic.operators.api.config import OPERATOR_TYPES
+from mosaic.operators.api.kinds import type_problems
 from mosaic.operators.llm_accounting import DEFAULT_MAX_FALLBACK_FRACTION
 
 NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
@@ -51,6 +52,12 @@ class OperatorSpec(StrictModel):
         list[str] | None,
         Field(min_length=1, description="the worker program and its arguments, as a list"),
     ] = None
+
+    @field_validator("type")
+    @classmethod
+    def _known(cls, kind: str) -> str:
+        raise_if_any(type_problems(kind, ()))
+        return kind
 
     @property
     def label(self) -> str:

@@ -33,7 +33,9 @@ seed stream: operator *i* gets the seed ``operator_seed(seed, i)`` (:mod:`mosaic
 (required, ``module:function`` or ``path/file.py:function``), ``reproducible``; ``rl``:
 ``checkpoint`` (required); ``llm``: ``base_url`` and ``model`` (or ``model_id``) required,
 ``api_key_env``, ``fallback``, ``timeout``, ``max_retries``, ``retry_backoff``, ``temperature``,
-``max_tokens``, ``system_prompt``, ``action_names``, ``keep_proxy_env``; ``human``: ``tty``,
+``max_tokens``, ``system_prompt``, ``action_names``, ``keep_proxy_env``, ``worker`` (``auto``:
+the worker of ``env``, or ``llm``, ``chess``, ``balrog``, ``vlm``; see
+:mod:`mosaic.operators.api.llm_routing`), ``move_retries``, ``notation``; ``human``: ``tty``,
 ``action_names``. A ``command`` worker
 takes no settings: its options go in its ``command`` list, and the driver (not the worker)
 enforces ``max_steps`` for it. A relative ``telemetry`` path (and the default
@@ -71,7 +73,8 @@ from mosaic.core.config_problems import (
 from mosaic.core.config_yaml import FileKind, empty_file, read_document, require_mapping
 from mosaic.core.errors import ConfigError
 from mosaic.operators.api.config import OPERATOR_TYPES
-from mosaic.operators.api.kinds import settings_problems, type_problems
+from mosaic.operators.api.kinds import settings_problems
+from mosaic.operators.api.llm_routing import llm_worker_problems
 from mosaic.operators.evaluation._models import EvaluationConfig, OperatorSpec, TimeoutsSpec
 
 __all__ = [
@@ -127,8 +130,10 @@ def _semantic_problems(config: EvaluationConfig) -> list[Problem]:
         env = _env_problem(operator.env)
         if env is not None:
             problems.append(Problem((*at, "env"), env[0], env[1]))
-        problems.extend(type_problems(operator.type, (*at, "type")))
         problems.extend(settings_problems(operator.type, operator.settings, (*at, "settings")))
+        if operator.type == "llm":
+            problems.extend(llm_worker_problems(operator.settings, (*at, "settings"),
+                                                operator.env))
     if config.environment_mode == "fixed" and len(config.seeds) != 1:
         problems.append(
             Problem(
