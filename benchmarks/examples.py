@@ -28,7 +28,9 @@ into a temporary store, and prints each figure as stated, as measured and whethe
 Nothing is shortened: each seed's figures include its test phase, so every phase before it runs
 in full (a test phase takes a second). :data:`NOT_RUN` are left out, with the reason. Exits
 with 1 when a figure does not hold or a run fails. The whole took 472 s on a 2-core machine
-at a load of about 1, its own (DQN's four seeds 294 s of it); ``--only NAME`` runs one example.
+at a load of about 1, its own (DQN's four seeds 294 s of it), before the TD3 and SAC Pendulum
+examples, which add about 225 s (three seeds each, at a load of about 2); ``--only NAME`` runs
+one example.
 ``tests/e2e/test_examples.py`` checks, in seconds, that every figure in a header is one this
 benchmark reads.
 """

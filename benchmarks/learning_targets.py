@@ -1,5 +1,5 @@
-"""Do PPO and DQN reach their learning targets through mosaic? Each example file is run as
-``mosaic experiment-start`` runs it (through :func:`mosaic.run`), seed after seed.
+"""Do PPO, DQN, TD3 and SAC reach their learning targets through mosaic? Each example file is
+run as ``mosaic experiment-start`` runs it (through :func:`mosaic.run`), seed after seed.
 
 Run: ``python benchmarks/learning_targets.py [--tasks ppo-cartpole dqn-cartpole ...]
 [--seeds 0 1 2 3]``. For every task and seed it runs the task's example with its train phase
@@ -17,6 +17,18 @@ it, against the issue's bar.
 | torch-ppo-cartpole | cartpole_torch_ppo.yml (the torch extra) | 475 | 100k | 3 of 4 seeds |
 | ppo-acrobot | acrobot_ppo.yml | -100 | 200k | every seed run |
 | ppo-pendulum | pendulum_ppo.yml | -400 | 500k | every seed run |
+| td3-pendulum | pendulum_td3.yml | -200 | 24k | every seed run; vs SB3's TD3 |
+| sac-pendulum | pendulum_sac.yml | -200 | 24k | every seed run; vs SB3's SAC |
+
+A task with a peer also runs, per seed and in the same process, Stable-Baselines3's learner
+(the ``bench`` extra) with the RL Baselines3 Zoo's Pendulum-v1 hyperparameters, to the same
+target measured the same way (its Monitor's episode returns), with a budget of 20k env steps
+and torch on one thread (mosaic's NumPy learners use one). It prints the peer's env steps and
+CPU seconds (this process's and its children's) beside mosaic's, and the ratios of their means
+over the seeds; the bar then also needs mosaic within 1.2x the peer's env steps and under its
+CPU. ``--no-peers`` leaves the peers out. A peer runs in a child process of ``--peer-python``
+(default: this Python), so that Stable-Baselines3 may live in another environment than
+mosaic's (e.g. ``--peer-python /path/to/bench-venv/bin/python``).
 
 Exits with 1 if a task misses its bar. Runs are CPU-bound (about 20-60 s each for CartPole on
 a quiet machine, minutes for Pendulum); they run one at a time, so that the machine's other
@@ -26,7 +38,10 @@ work slows each alike.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -54,6 +69,11 @@ def within_200k(stats: Any) -> bool:
     return int(stats["steps"]) >= 200_000
 
 
+def within_24k(stats: Any) -> bool:
+    """Termination condition: the phase has taken 24,000 env steps (1.2x the peers' budget)."""
+    return int(stats["steps"]) >= 24_000
+
+
 def within_500k(stats: Any) -> bool:
     """Termination condition: the phase has taken 500,000 env steps."""
     return int(stats["steps"]) >= 500_000
@@ -65,6 +85,7 @@ class Task:
     target: float
     budget: str  # the name of a condition above
     needed: int | None  # seeds that must meet the target (None: all run)
+    peer: str | None = None  # a Stable-Baselines3 learner run alongside: "SAC" or "TD3"
 
 
 TASKS = {
@@ -73,11 +94,76 @@ TASKS = {
     "torch-ppo-cartpole": Task("cartpole_torch_ppo.yml", 475.0, "within_100k", 3),
     "ppo-acrobot": Task("acrobot_ppo.yml", -100.0, "within_200k", None),
     "ppo-pendulum": Task("pendulum_ppo.yml", -400.0, "within_500k", None),
+    "td3-pendulum": Task("pendulum_td3.yml", -200.0, "within_24k", None, "TD3"),
+    "sac-pendulum": Task("pendulum_sac.yml", -200.0, "within_24k", None, "SAC"),
 }
+#: The peers' budget, and how much more env steps mosaic may take (a mean over the seeds).
+PEER_BUDGET = 20_000
+STEPS_RATIO = 1.2
 
 
-def run_task(task: Task, seed: int, folder: Path) -> tuple[bool, float, int, int, float]:
-    """(reached, last-20 mean, env steps, episodes, wall seconds) of one seed's training."""
+def cpu_seconds() -> float:
+    """CPU time of this process and its finished children (process placements)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def run_peer(algorithm: str, seed: int, target: float) -> tuple[bool, float, int, float]:
+    """(reached, last-20 mean, env steps, CPU seconds) of Stable-Baselines3's ``algorithm`` on
+    Pendulum-v1 with the RL Baselines3 Zoo's hyperparameters, stopped at ``target`` or
+    :data:`PEER_BUDGET` env steps."""
+    import gymnasium
+    import numpy as np
+    import stable_baselines3
+    import torch
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.monitor import Monitor
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    torch.set_num_threads(1)
+    returns: list[float] = []
+
+    class Stop(BaseCallback):  # type: ignore[misc]
+        def _on_step(self) -> bool:
+            for info in self.locals["infos"]:
+                if "episode" in info:
+                    returns.append(float(info["episode"]["r"]))
+            return not (len(returns) >= WINDOW and np.mean(returns[-WINDOW:]) >= target)
+
+    env = Monitor(gymnasium.make("Pendulum-v1"))
+    if algorithm == "SAC":  # rl-baselines3-zoo hyperparams/sac.yml, Pendulum-v1
+        model = stable_baselines3.SAC("MlpPolicy", env, learning_rate=1e-3, seed=seed,
+                                      device="cpu")
+    else:  # rl-baselines3-zoo hyperparams/td3.yml, Pendulum-v1
+        model = stable_baselines3.TD3(
+            "MlpPolicy", env, gamma=0.98, buffer_size=200_000, learning_starts=10_000,
+            action_noise=NormalActionNoise(np.zeros(1), 0.1 * np.ones(1)), gradient_steps=1,
+            train_freq=1, learning_rate=1e-3, policy_kwargs={"net_arch": [400, 300]},
+            seed=seed, device="cpu")
+    start = cpu_seconds()
+    model.learn(total_timesteps=PEER_BUDGET, callback=Stop())
+    cpu = cpu_seconds() - start
+    last = float(np.mean(returns[-WINDOW:]))
+    return last >= target, last, int(model.num_timesteps), cpu
+
+
+def peer_in_child(python: str, algorithm: str, seed: int,
+                  target: float) -> tuple[bool, float, int, float]:
+    """:func:`run_peer` in a child process of ``python``."""
+    done = subprocess.run([python, __file__, "--run-peer", algorithm, str(seed), str(target)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise SystemExit(f"SB3 {algorithm}, seed {seed} failed:\n{done.stderr[-2000:]}")
+    reached, last, steps, cpu = json.loads(done.stdout.strip().splitlines()[-1])
+    return bool(reached), float(last), int(steps), float(cpu)
+
+
+def run_task(task: Task, seed: int,
+             folder: Path) -> tuple[bool, float, int, int, float, float]:
+    """(reached, last-20 mean, env steps, episodes, wall seconds, CPU seconds) of one seed's
+    training."""
+    start = cpu_seconds()
     train = {"name": "train", "mode": "train", "episodes": 10_000_000,
              "termination": {"reward_threshold": task.target, "window": WINDOW,
                              "condition": f"benchmarks.learning_targets:{task.budget}"}}
@@ -90,31 +176,62 @@ def run_task(task: Task, seed: int, folder: Path) -> tuple[bool, float, int, int
     frame = results.episodes()
     returns = frame[~frame["evaluation"]]["total_return"].to_numpy()
     last = float(returns[-WINDOW:].mean())
-    return last >= task.target, last, run.steps, run.episodes, run.wall_time
+    cpu = cpu_seconds() - start
+    return last >= task.target, last, run.steps, run.episodes, run.wall_time, cpu
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=list(TASKS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3])
+    parser.add_argument("--no-peers", action="store_true",
+                        help="leave out the Stable-Baselines3 peers")
+    parser.add_argument("--peer-python", default=sys.executable,
+                        help="the Python that runs the peers (with the bench extra)")
+    parser.add_argument("--run-peer", nargs=3, metavar=("ALGORITHM", "SEED", "TARGET"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.run_peer:
+        algorithm, seed, target = args.run_peer
+        print(json.dumps(run_peer(algorithm, int(seed), float(target))))
+        return 0
+    print(f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs",
+          flush=True)
     missed = []
     for name in args.tasks:
         task = TASKS[name]
         met = 0
+        ours: list[tuple[int, float]] = []
+        theirs: list[tuple[int, float]] = []
         print(f"{name}: examples/{task.example}, target: last-{WINDOW} mean >= {task.target:g} "
               f"{task.budget.replace('_', ' ')} env steps", flush=True)
         for seed in args.seeds:
             with tempfile.TemporaryDirectory() as tmp:
-                reached, last, steps, episodes, wall = run_task(task, seed, Path(tmp))
+                reached, last, steps, episodes, wall, cpu = run_task(task, seed, Path(tmp))
             met += reached
+            ours.append((steps, cpu))
             print(f"  seed {seed}: {'reached' if reached else 'MISSED '}  last-{WINDOW} mean "
                   f"{last:8.1f}  {steps:7d} env steps  {episodes:5d} episodes  {wall:6.1f} s "
-                  f"wall ({steps / wall:.0f} steps/s)", flush=True)
+                  f"wall ({steps / wall:.0f} steps/s)  {cpu:6.1f} s CPU", flush=True)
+            if task.peer and not args.no_peers:
+                reached, last, steps, cpu = peer_in_child(args.peer_python, task.peer, seed,
+                                                          task.target)
+                theirs.append((steps, cpu))
+                print(f"    SB3 {task.peer}: {'reached' if reached else 'MISSED '}  last-"
+                      f"{WINDOW} mean {last:8.1f}  {steps:7d} env steps  {cpu:6.1f} s CPU",
+                      flush=True)
         needed = len(args.seeds) if task.needed is None else min(task.needed, len(args.seeds))
         ok = met >= needed
         print(f"  {met} of {len(args.seeds)} seeds met it (needed: {needed}): "
               f"{'ok' if ok else 'MISSED'}", flush=True)
+        if theirs:
+            steps_ratio = sum(s for s, _ in ours) / sum(s for s, _ in theirs)
+            cpu_ratio = sum(c for _, c in ours) / sum(c for _, c in theirs)
+            near = steps_ratio <= STEPS_RATIO and cpu_ratio < 1.0
+            ok = ok and near
+            print(f"  against SB3's {task.peer}: {steps_ratio:.2f}x its env steps (bar "
+                  f"{STEPS_RATIO}x), {cpu_ratio:.2f}x its CPU (bar < 1): "
+                  f"{'ok' if near else 'MISSED'}", flush=True)
         if not ok:
             missed.append(name)
     print("every target met" if not missed else f"TARGETS MISSED: {', '.join(missed)}")

@@ -21,8 +21,12 @@ from mosaic.agents.learners import (
     PolicyGradientMuscle,
     PPOBrain,
     PPOMuscle,
+    SACBrain,
+    SACMuscle,
     TabularQBrain,
     TabularQMuscle,
+    TD3Brain,
+    TD3Muscle,
 )
 from mosaic.agents.policies import load_policy
 from mosaic.core.checkpoints import read_checkpoint
@@ -45,6 +49,14 @@ LEARNERS: dict[str, Learner] = {
     "ppo": ("CartPole-v1", PPOMuscle, PPOBrain,
             {"rollout_steps": 300, "minibatch_size": 64, "epochs": 2, "hidden_sizes": [16]},
             7, 8),
+}
+#: Learners without a greedy policy checkpoint (Box actions); the split falls between the
+#: random steps and training, with the replay buffer already wrapping around.
+CONTINUOUS: dict[str, Learner] = {
+    name: ("Pendulum-v1", muscle, brain,
+           {"learning_starts": 150, "random_steps": 250, "batch_size": 16,
+            "hidden_sizes": [16], "sync_every": 5, "buffer_size": 500}, 2, 2)
+    for name, muscle, brain in (("td3", TD3Muscle, TD3Brain), ("sac", SACMuscle, SACBrain))
 }
 
 
@@ -72,9 +84,9 @@ def outcomes(harness: Harness, episodes: int) -> list[tuple[int, int, float]]:
     return [(s.episode, s.steps, s.total_reward) for s in harness.run(episodes)]
 
 
-@pytest.mark.parametrize("name", sorted(LEARNERS))
+@pytest.mark.parametrize("name", sorted({**LEARNERS, **CONTINUOUS}))
 def test_a_resumed_learner_goes_on_as_the_uninterrupted_one(name: str, tmp_path: Path) -> None:
-    env_id, muscle, brain, params, before, after = LEARNERS[name]
+    env_id, muscle, brain, params, before, after = {**LEARNERS, **CONTINUOUS}[name]
     env = gymnasium.make(env_id)
     try:
         with Harness(env, muscle(), brain(), seed=5, params=params) as whole:

@@ -48,6 +48,24 @@ def test_backward_matches_finite_differences():
         assert relative_error(grad, numeric_gradient(loss, param)) < 1e-7
 
 
+@pytest.mark.parametrize("sizes", [[4, 6, 5, 1], [3, 2]])
+def test_input_gradient_matches_finite_differences(sizes):
+    rng = np.random.default_rng(1)
+    net = MLP(sizes, rng, output_gain=0.7)
+    for _, b in net.layers:
+        b[...] = rng.standard_normal(b.shape)
+    x = rng.standard_normal((5, sizes[0]))
+    upstream = rng.standard_normal((5, sizes[-1]))
+
+    def loss() -> float:
+        return float(np.sum(upstream * net.forward(x)))
+
+    _, inputs = net.forward_cached(x)
+    grad = net.backward_input(inputs, upstream)
+    assert grad.shape == x.shape
+    assert relative_error(grad, numeric_gradient(loss, x)) < 1e-7
+
+
 def test_policy_loss_gradient_matches_finite_differences_with_entropy_and_mask():
     rng = np.random.default_rng(1)
     logits = rng.standard_normal((5, 4))

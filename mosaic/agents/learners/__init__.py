@@ -8,6 +8,9 @@
   buffer and a target network, for Box observations and Discrete actions, on :class:`MLP`.
 * :class:`PPOBrain` / :class:`PPOMuscle`: proximal policy optimisation (clipped surrogate, GAE)
   for Box observations and Discrete or Box actions (CartPole, Pendulum, ...), on :class:`MLP`.
+* :class:`TD3Brain` / :class:`TD3Muscle` and :class:`SACBrain` / :class:`SACMuscle`: TD3 and soft
+  actor-critic with a replay buffer and twin critics, for Box observations and bounded Box
+  actions (Pendulum, MountainCarContinuous, ...), on :class:`MLP`.
 * ``mosaic.agents.learners.torch_ppo:TorchPPOBrain``: PPO's brain on PyTorch (the ``torch``
   extra), with :class:`PPOMuscle`; not imported here, so that mosaic works without torch.
 * :class:`Harness`: drives a brain and its muscle on a Gymnasium env in this process, in mosaic's
@@ -28,7 +31,9 @@ from mosaic.agents.learners.policy_gradient import PolicyGradientBrain, PolicyGr
 from mosaic.agents.learners.ppo import PPOMuscle
 from mosaic.agents.learners.ppo_brain import PPOBrain
 from mosaic.agents.learners.replay import ReplayBuffer
+from mosaic.agents.learners.sac import SACBrain, SACMuscle
 from mosaic.agents.learners.tabular_q import TabularQBrain, TabularQMuscle, Transition
+from mosaic.agents.learners.td3 import TD3Brain, TD3Muscle
 
 __all__ = [
     "MLP",
@@ -42,6 +47,10 @@ __all__ = [
     "PolicyGradientBrain",
     "PolicyGradientMuscle",
     "ReplayBuffer",
+    "SACBrain",
+    "SACMuscle",
+    "TD3Brain",
+    "TD3Muscle",
     "TabularQBrain",
     "TabularQMuscle",
     "Transition",

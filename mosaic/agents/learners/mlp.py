@@ -179,6 +179,22 @@ class MLP:
         grads.reverse()
         return grads
 
+    def backward_input(self, inputs: list[np.ndarray], grad_out: np.ndarray) -> np.ndarray:
+        """The gradient of a scalar loss with respect to the network's inputs (N, n_inputs),
+        given ``dloss/doutput``; ``inputs`` and ``grad_out`` as for :meth:`backward`.
+
+        An actor-critic learner takes ``dQ(s, a)/da`` this way (the action is part of the
+        critic's input) without computing the critic's parameter gradients.
+        """
+        delta = grad_out
+        for i in range(len(self.layers) - 1, -1, -1):
+            w, _ = self.layers[i]
+            delta = delta @ w.T
+            if i:
+                x = inputs[i]
+                delta = delta * (1.0 - x * x)
+        return delta
+
 
 def masked_logits(logits: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
     """``logits`` with the entries where ``mask`` is false set to ``-inf`` (a copy if masked)."""

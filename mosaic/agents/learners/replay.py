@@ -1,4 +1,4 @@
-"""A fixed-capacity replay buffer of transitions for off-policy learners (DQN)."""
+"""A fixed-capacity replay buffer of transitions for off-policy learners (DQN, TD3, SAC)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,10 @@ COLUMNS = ("observations", "actions", "rewards", "next_observations", "terminate
 class Transitions:
     """K transitions as columns: ``observations`` and ``next_observations`` (K, d) float64,
     ``actions`` (K,) int64, ``rewards`` (K,) float64, ``terminated`` (K,) bool and
-    ``next_masks`` (K, n_actions) bool (the legal actions after each transition)."""
+    ``next_masks`` (K, n_actions) bool (the legal actions after each transition).
+
+    Continuous actions (:meth:`from_continuous`): ``actions`` (K, n_actions) float64 and
+    ``next_masks`` (K, 0), since every action is legal."""
 
     observations: np.ndarray
     actions: np.ndarray
@@ -53,6 +56,30 @@ class Transitions:
             raise ValueError(f"actions outside 0..{n_actions - 1}: {batch.actions}")
         return batch
 
+    @classmethod
+    def from_continuous(cls, columns: Any, n_inputs: int, n_actions: int) -> Transitions:
+        """The transitions in a mapping of :data:`COLUMNS` with vector actions of
+        ``n_actions`` values each (``next_masks`` is ignored); ``ValueError`` naming what does
+        not fit, or a value that is not finite."""
+        try:
+            data = {name: np.asarray(columns[name]) for name in COLUMNS}
+            k = data["rewards"].reshape(-1).shape[0]
+            batch = cls(
+                data["observations"].astype(np.float64).reshape(k, n_inputs),
+                data["actions"].astype(np.float64).reshape(k, n_actions),
+                data["rewards"].astype(np.float64).reshape(k),
+                data["next_observations"].astype(np.float64).reshape(k, n_inputs),
+                data["terminated"].astype(bool).reshape(k),
+                np.ones((k, 0), bool))
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise ValueError(f"expected transition columns {', '.join(COLUMNS)} for {n_inputs} "
+                             f"inputs and {n_actions} action values; got {columns!r:.120} "
+                             f"({exc})") from exc
+        for name in ("observations", "actions", "rewards", "next_observations"):
+            if not np.isfinite(getattr(batch, name)).all():
+                raise ValueError(f"{name} that are not finite: {getattr(batch, name)!r:.120}")
+        return batch
+
     def rows(self, index: np.ndarray | slice) -> Transitions:
         """The transitions at ``index``."""
         return Transitions(*(getattr(self, f.name)[index] for f in fields(self)))
@@ -66,13 +93,17 @@ class ReplayBuffer:
     it is given, so the same generator state and the same additions give the same samples.
     """
 
-    def __init__(self, capacity: int, n_inputs: int, n_actions: int) -> None:
+    def __init__(self, capacity: int, n_inputs: int, n_actions: int, *,
+                 continuous: bool = False) -> None:
         if capacity < 1:
             raise ValueError(f"a replay buffer needs a capacity >= 1; got {capacity}")
         self.capacity = capacity
-        self._data = Transitions(np.zeros((capacity, n_inputs)), np.zeros(capacity, np.int64),
+        # Continuous: the Transitions.from_continuous layout (vector actions, no masks).
+        actions = np.zeros((capacity, n_actions)) if continuous else np.zeros(capacity, np.int64)
+        masks = np.ones((capacity, 0 if continuous else n_actions), bool)
+        self._data = Transitions(np.zeros((capacity, n_inputs)), actions,
                                  np.zeros(capacity), np.zeros((capacity, n_inputs)),
-                                 np.zeros(capacity, bool), np.ones((capacity, n_actions), bool))
+                                 np.zeros(capacity, bool), masks)
         self._next = 0  # where the next transition goes
         self._size = 0
 

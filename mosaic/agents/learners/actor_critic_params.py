@@ -1,0 +1,56 @@
+"""The ``params`` of :class:`~mosaic.agents.learners.TD3Brain` / ``TD3Muscle`` and
+:class:`~mosaic.agents.learners.SACBrain` / ``SACMuscle``, one pydantic model per learner: the
+agent's ``params`` reach its brain and muscle, so one model knows every key.
+
+Each model is checked when the experiment file is loaded (the muscle's ``params_model``), so that
+a bad value is reported with the file, line and key path (and a did-you-mean for a misspelt key),
+and again by both ``setup`` methods, since params reach a learner as plain data.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["ActorCriticParams", "SACParams", "TD3Params"]
+
+
+class ActorCriticParams(BaseModel):
+    """What TD3 and SAC share: networks, replay, schedule and exploration before learning."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    hidden_sizes: tuple[Annotated[int, Field(ge=1)], ...] = Field(default=(64, 64), min_length=1)
+    learning_rate: float = Field(default=1e-3, gt=0)
+    discount: float = Field(default=0.99, ge=0, le=1)
+    buffer_size: int = Field(default=100_000, ge=1)
+    batch_size: int = Field(default=128, ge=1)
+    #: Transitions before the first update.
+    learning_starts: int = Field(default=1_000, ge=0)
+    #: Each muscle's first env steps (every copy's step counts) act uniformly at random.
+    random_steps: int = Field(default=1_000, ge=0)
+    train_every: int = Field(default=1, ge=1)
+    #: Polyak rate of the target networks.
+    tau: float = Field(default=0.005, gt=0, le=1)
+    #: Updates between weights sent to a muscle (and between metric reports).
+    sync_every: int = Field(default=10, ge=1)
+
+
+class TD3Params(ActorCriticParams):
+    """Every TD3 param with its default (see :class:`~mosaic.agents.learners.TD3Brain`); unknown
+    keys are refused. Noise is in units of half the action range (the actor's tanh output)."""
+
+    exploration_noise: float = Field(default=0.1, ge=0)
+    policy_noise: float = Field(default=0.2, ge=0)
+    noise_clip: float = Field(default=0.5, ge=0)
+    policy_delay: int = Field(default=2, ge=1)
+
+
+class SACParams(ActorCriticParams):
+    """Every SAC param with its default (see :class:`~mosaic.agents.learners.SACBrain`); unknown
+    keys are refused. ``target_entropy`` ``None`` is minus the number of action values."""
+
+    initial_alpha: float = Field(default=1.0, gt=0)
+    learn_alpha: bool = True
+    target_entropy: float | None = None

@@ -1,0 +1,101 @@
+"""End to end through the CLI: TD3 and SAC on Pendulum with copies (and in rollout workers)
+give one digest in threads and processes and store their metrics, a run continued from its
+checkpoint gives the digest of the whole, and a Discrete action space is refused with the
+reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.cli import query, run_mosaic, write_experiment
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+EXPERIMENT = """\
+    uid: {uid}
+    seed: 3
+    episodes: {episodes}
+    max_steps: 50
+    placement: {placement}
+    environments:
+      - uid: pendulum
+        env: {env}
+        {copies}
+        {rollouts}
+    agents:
+      - uid: learner
+        brain: mosaic.agents.learners:{learner}Brain
+        muscle: mosaic.agents.learners:{learner}Muscle
+        params: {{hidden_sizes: [16], batch_size: 32, learning_starts: 60, random_steps: 40,
+                  sync_every: 5}}
+        {load}
+"""
+METRICS = {"TD3": {"critic_loss", "actor_loss", "q_mean"},
+           "SAC": {"critic_loss", "actor_loss", "q_mean", "alpha", "entropy"}}
+
+
+def start(folder: Path, name: str, store: Path, learner: str, *, placement: str = "thread",
+          episodes: int = 8, copies: int = 2, load: str = "",
+          env: str = "gymnasium:Pendulum-v1", rollouts: int = 0) -> tuple[int, str]:
+    """One invocation of the real command: its exit code and stderr."""
+    path = write_experiment(folder, EXPERIMENT.format(
+        uid=name, episodes=episodes, placement=placement, env=env, learner=learner, load=load,
+        copies=f"copies: {copies}" if copies > 1 else "",
+        rollouts=f"rollouts: {rollouts}" if rollouts else ""), f"{name}.yml")
+    result = run_mosaic("experiment-start", str(path), "--store", str(store), "--quiet",
+                        timeout=240)
+    return result.returncode, result.stderr
+
+
+@pytest.mark.parametrize("rollouts", [0, 2])
+@pytest.mark.parametrize("learner", ["TD3", "SAC"])
+def test_threads_and_processes_give_one_digest_and_store_the_metrics(
+        tmp_path: Path, process_tag: str, learner: str, rollouts: int) -> None:
+    """With copies, and with copies in rollout workers (one replay buffer for both)."""
+    digests = {}
+    for placement in ("thread", "process"):
+        store = tmp_path / f"{placement}.sqlite"
+        code, stderr = start(tmp_path, placement, store, learner, placement=placement,
+                             rollouts=rollouts)
+        assert code == 0, stderr
+        [(status, steps, digests[placement])] = query(store,
+                                                      "SELECT status, steps, digest FROM runs")
+        assert status == "finished" and steps == 8 * 50
+        counts = dict(query(store, "SELECT name, COUNT(*) FROM metrics GROUP BY name"))
+        assert set(counts) == METRICS[learner]
+        # Updates from the 60th transition of 400, a report every 5: 68 reports.
+        assert counts["critic_loss"] == 68
+    assert digests["thread"] == digests["process"]
+
+
+@pytest.mark.parametrize("learner", ["TD3", "SAC"])
+def test_a_run_continued_from_its_checkpoint_gives_the_digest_of_the_whole(
+        tmp_path: Path, process_tag: str, learner: str) -> None:
+    whole = tmp_path / "whole.sqlite"
+    code, stderr = start(tmp_path, "run", whole, learner, episodes=6, copies=1)
+    assert code == 0, stderr
+    split = tmp_path / "split.sqlite"
+    # The split falls inside the random steps' end and the replay buffer's training.
+    code, stderr = start(tmp_path, "run", split, learner, episodes=3, copies=1)
+    assert code == 0, stderr
+    code, stderr = start(tmp_path, "run", split, learner, episodes=3, copies=1,
+                         load="load: {phase: main}")
+    assert code == 0, stderr
+    [(whole_digest,)] = query(whole, "SELECT digest FROM runs")
+    [(first,), (second,)] = query(split, "SELECT digest FROM runs ORDER BY id")
+    assert second == whole_digest and first != whole_digest
+    returns = "SELECT total_return FROM episodes ORDER BY run_id, episode"
+    assert query(split, returns) == query(whole, returns)
+
+
+@pytest.mark.parametrize("learner", ["TD3", "SAC"])
+def test_a_discrete_action_space_is_refused_with_the_reason(
+        tmp_path: Path, process_tag: str, learner: str) -> None:
+    code, stderr = start(tmp_path, "discrete", tmp_path / "d.sqlite", learner,
+                         env="gymnasium:CartPole-v1", copies=1)
+    assert code != 0
+    assert f"{learner}Muscle needs a Box (continuous) action space" in stderr \
+        or f"{learner}Brain needs a Box (continuous) action space" in stderr, stderr
+    assert "Discrete(2)" in stderr and "use DQNBrain or PPOBrain" in stderr
