@@ -95,8 +95,10 @@ class EnvironmentActor(Component):
     @handles(EnvironmentUpdateRequest)
     def _update(self, request: EnvironmentUpdateRequest) -> EnvironmentUpdateResponse:
         o = self.env.step(request.actions)
+        infos = o.infos
         return EnvironmentUpdateResponse(o.observations, o.rewards, o.terminated, o.truncated,
-                                         o.acting, o.legal_actions, self._infos(o.infos))
+                                         o.acting, o.legal_actions,
+                                         self._infos(infos) if infos else infos)
 
     def _infos(self, infos: dict[str, Any]) -> dict[str, Any]:
         """slot -> the codec-safe part of its info, for the slots whose part is not empty."""

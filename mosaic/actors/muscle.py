@@ -263,9 +263,9 @@ class MuscleActor(Component):
 
     def _reported(self) -> tuple[Metric, ...] | None:
         """The metrics for the next answer: the brain's passed on, then the muscle's own."""
-        relayed = self._relayed
-        if not len(relayed):
-            return reported(self.uid, self._metrics)
+        relayed, own = self._relayed, self._metrics
+        if not relayed.held:
+            return None if not own.held else reported(self.uid, own)
         return (*relayed.take(), *(reported(self.uid, self._metrics) or ()))
 
     def _episode_starts(self, count: int) -> None:

@@ -54,6 +54,9 @@ class PendingMetrics(Generic[T]):
         self.owner = owner
         self.limit = limit
         self._items: deque[T] = deque(maxlen=limit)
+        #: What is held, oldest first (read only): empty, a cheap test on every reply that
+        #: carries no metrics, without a call to ``len``.
+        self.held = self._items
         self._dropped = 0
         self._warnings: LogLimiter | None = None
 

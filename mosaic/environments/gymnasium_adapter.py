@@ -40,6 +40,9 @@ class GymnasiumAdapter(EnvironmentAdapter):
 
     def step(self, actions: Mapping[str, Any]) -> Outcome:
         observation, reward, terminated, truncated, info = self.env.step(actions[GYMNASIUM_SLOT])
+        if not info:  # most steps of most environments: no mask, no info to pass on
+            return Outcome({GYMNASIUM_SLOT: observation}, {GYMNASIUM_SLOT: float(reward)},
+                           bool(terminated), bool(truncated), _ACTING, {}, {})
         return Outcome({GYMNASIUM_SLOT: observation}, {GYMNASIUM_SLOT: float(reward)},
                        bool(terminated), bool(truncated), _ACTING, _mask(info), _infos(info))
 

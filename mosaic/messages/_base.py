@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any, Literal, NamedTuple, Union
 
 from mosaic.core.errors import MessageFieldError, UnknownMessageType
+from mosaic.core.frozen import fast_init
 
 __all__ = ["Message", "Notice", "Record", "Request", "Response", "lookup", "registered"]
 
@@ -137,6 +138,22 @@ def _register(cls: type[_Typed]) -> None:
             f"{cls.__module__}.{cls.__qualname__}"
         )
     _REGISTRY[tag] = cls
+    if "__slots__" in cls.__dict__ and "__dataclass_fields__" in cls.__dict__:
+        _fast_init(cls)
+
+
+def _fast_init(cls: type) -> None:
+    """Give a registered frozen slots dataclass the faster ``__init__`` of
+    :func:`~mosaic.core.frozen.fast_init`, which validates as :meth:`_Typed.__post_init__`
+    does; a class with a ``__post_init__`` of its own keeps the dataclass's."""
+    if all(klass.__dict__.get("__post_init__", _Typed.__post_init__) is _Typed.__post_init__
+           for klass in cls.__mro__):
+        fast_init(cls, _validate)
+
+
+def _validate(instance: Any) -> None:
+    cls = type(instance)
+    (_SCHEMAS.get(cls) or schema(cls)).validate(instance)
 
 
 def _is_slots_rebuild(previous: type, cls: type) -> bool:

@@ -167,6 +167,8 @@ def _encode_scalar(value: np.generic) -> Any:
 # Kinds whose scalar type fixes the dtype (bool, ints, floats, complex): the header can be built
 # once per type. Strings, bytes, void and datetimes carry a size or unit that varies by value.
 _NUMBER_KINDS = frozenset("biufc")
+#: How many encodings of integer scalars each integer type keeps (see _number_encoder).
+_KNOWN_INTEGERS = 4096
 
 
 def _number_encoder(kind: type) -> Callable[[Any], Any] | None:
@@ -187,7 +189,24 @@ def _number_encoder(kind: type) -> Callable[[Any], Any] | None:
             return _encode_scalar(value)
         return _ext(EXT_SCALAR, head + value.tobytes())
 
-    return encode_number
+    if dtype.kind not in "biu":
+        return encode_number
+    # A scalar's tobytes() builds an array first: most of what encoding one costs. Integers
+    # and bools equal as values are equal bit for bit (unlike floats: 0.0 and -0.0), so
+    # their encodings are kept, for the few values a run sends over and over (actions).
+    known: dict[Any, Any] = {}
+
+    def encode_integer(value: Any) -> Any:
+        if value.dtype is not dtype:
+            return _encode_scalar(value)
+        ext = known.get(value)
+        if ext is None:
+            ext = _ext(EXT_SCALAR, head + value.tobytes())
+            if len(known) < _KNOWN_INTEGERS:
+                known[value] = ext
+        return ext
+
+    return encode_integer
 
 
 # Per class: (tag, field names, function returning the {field: value} map, head extension).

@@ -55,6 +55,8 @@ def _int(value: int) -> int:
 
 
 def _dict(value: dict[Any, Any]) -> dict[Any, Any]:
+    if not value:
+        return {}
     copies = _COPIERS
     out = {}
     for key, item in value.items():
@@ -98,9 +100,18 @@ def _typed_copier(kind: type) -> _Copier:
     validated one, or the same immutable value."""
     hints = typing.get_type_hints(kind)
     lines = ["def copy_typed(value):", "    out = new(kind)"]
-    namespace: dict[str, Any] = {"new": object.__new__, "kind": kind, "detached": detached}
+    namespace: dict[str, Any] = {"new": object.__new__, "kind": kind, "detached": detached,
+                                 "copy_dict": _dict, "dict": dict}
     for index, name in enumerate(schema(kind).names):
-        read = f"value.{name}" if _immutable(hints[name]) else f"detached(value.{name})"
+        hint = hints[name]
+        if _immutable(hint):
+            read = f"value.{name}"
+        elif hint is dict or typing.get_origin(hint) is dict:
+            # A dict field (most of a step's messages) goes straight to its copier.
+            lines.append(f"    v{index} = value.{name}")
+            read = f"copy_dict(v{index}) if type(v{index}) is dict else detached(v{index})"
+        else:
+            read = f"detached(value.{name})"
         # The slot's own setter, as the schema's decoders use: object.__setattr__ would look
         # the slot up by name first (the class is frozen: setattr would refuse).
         namespace[f"set{index}"] = kind.__dict__[name].__set__

@@ -281,6 +281,25 @@ def test_python_and_numpy_scalar_types_are_kept(value: Any) -> None:
     roundtrip(value)
 
 
+def test_integer_scalars_encode_the_same_once_their_encodings_are_kept() -> None:
+    from mosaic.messages._encode import _KNOWN_INTEGERS, _encode_scalar
+
+    kinds: list[Any] = [np.int8, np.uint8, np.int32, np.int64, np.uint64, np.bool_]
+    for kind in kinds:
+        numbers = [kind(value) for value in (0, 1, True, False)]
+        if kind is not np.bool_:
+            info = np.iinfo(kind)
+            numbers += [kind(info.min), kind(info.max)]
+            numbers += [kind(value % (int(info.max) + 1)) for value in range(_KNOWN_INTEGERS + 8)]
+        for value in numbers + numbers:  # the second time, from what was kept
+            frame = pack(value)
+            assert frame == msgpack.packb(_encode_scalar(value), use_bin_type=True)
+            assert_identical(unpack(frame), value)
+    # A scalar whose dtype is not its type's own (the other byte order) is not taken for one.
+    swapped = np.array([258], dtype=">i8")[0]
+    assert unpack(pack(swapped)) == 258 and type(unpack(pack(swapped))) is type(swapped)
+
+
 def test_nested_tuples_stay_tuples() -> None:
     value = ((), ((1,), [2, (3,)]), {(1, (2, "x")): ((),)})
     assert unpack(pack(value)) == value

@@ -55,6 +55,13 @@ def test_messages_are_rebuilt_around_copies_of_their_contents() -> None:
     assert (copy.observations["a"] == np.arange(4)).all()
 
 
+def test_empty_dicts_of_a_message_are_new_ones() -> None:
+    message = EnvironmentUpdateResponse({}, {}, False, False, (), {}, {})
+    copy = detached(message)
+    for name in ("observations", "rewards", "legal_actions", "infos"):
+        assert getattr(copy, name) == {} and getattr(copy, name) is not getattr(message, name)
+
+
 def test_records_inside_messages_are_copied_too() -> None:
     outcome = BatchOutcome(observations=np.zeros((2, 4)), rewards=np.ones(2),
                            terminated=np.zeros(2, bool), truncated=np.zeros(2, bool),
