@@ -362,13 +362,18 @@ def new_usage() -> dict[str, int]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The worker's command line."""
-    parser = argparse.ArgumentParser(
-        prog="python -m workers.llm_worker",
-        description="mosaic operator worker that asks an OpenAI-compatible chat-completions "
-                    "endpoint for each action.",
-    )
+    return llm_parser("python -m workers.llm_worker",
+                      "mosaic operator worker that asks an OpenAI-compatible chat-completions "
+                      "endpoint for each action.")
+
+
+def llm_parser(prog: str, description: str,
+               system_prompt: str = DEFAULT_SYSTEM_PROMPT) -> argparse.ArgumentParser:
+    """The command line of a worker that asks an endpoint for each action from a system prompt
+    (default ``system_prompt``) and named actions (the llm and vlm workers)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     add_endpoint_arguments(parser)
-    parser.add_argument("--system-prompt", default=DEFAULT_SYSTEM_PROMPT,
+    parser.add_argument("--system-prompt", default=system_prompt,
                         help="system prompt; {env} is replaced by the environment id")
     parser.add_argument("--action-names", default="",
                         help="comma-separated names of actions 0, 1, 2, ... for the prompt")

@@ -5,7 +5,7 @@ The observation is an image (an H x W x 3 or H x W x 4 array of 0-255 values, or
 or a dict holding one under ``image``, ``pixels`` or ``rgb`` (its ``mission`` text, if any, is
 put in the prompt). Each request's user message is OpenAI's vision form: a text part (the
 mission and the legal actions, with ``--action-names``) and an ``image_url`` part holding the
-image as a ``data:image/png;base64,...`` URL, encoded here (zlib, no imaging library needed).
+image as a ``data:image/png;base64,...`` URL (mosaic's PNG encoder: no imaging library needed).
 The reply's first action name or legal action number is the action. The endpoint options,
 retries, fallback and the ``llm`` account of each reply are the LLM worker's
 (``workers/llm_worker.py``).
@@ -15,22 +15,16 @@ from __future__ import annotations
 
 import argparse
 import base64
-import struct
 import sys
-import zlib
 from typing import Any
 
 import numpy as np
 
-from mosaic.operators.worker.runtime import add_runtime_arguments, run_worker
-from workers.llm_worker import (
-    LLMPolicy,
-    add_endpoint_arguments,
-    endpoint_options,
-    parse_named_action,
-)
+from mosaic.operators.protocol import encode_png
+from mosaic.operators.worker.runtime import run_worker
+from workers.llm_worker import LLMPolicy, endpoint_options, llm_parser, parse_named_action
 
-__all__ = ["VLMPolicy", "image_of", "main", "png_bytes"]
+__all__ = ["VLMPolicy", "image_of", "main"]
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an agent acting in the environment {env}. Each turn you see an image of the "
@@ -60,21 +54,6 @@ def image_of(observation: Any) -> np.ndarray:
     return pixels
 
 
-def png_bytes(image: np.ndarray) -> bytes:
-    """``image`` (H x W x 3 or 4, uint8) as a PNG file."""
-    height, width, channels = image.shape
-    raw = b"".join(b"\x00" + image[row].tobytes() for row in range(height))
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return (struct.pack(">I", len(data)) + kind + data
-                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
-
-    colour = 6 if channels == 4 else 2
-    header = struct.pack(">IIBBBBB", width, height, 8, colour, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 6))
-            + chunk(b"IEND", b""))
-
-
 class VLMPolicy(LLMPolicy):
     """Asks a vision chat-completions endpoint with the observation's image (see the module
     docstring)."""
@@ -84,7 +63,7 @@ class VLMPolicy(LLMPolicy):
 
     def _messages(self, observation: Any, candidates: list[int]) -> list[dict[str, Any]]:
         url = "data:image/png;base64," + base64.b64encode(
-            png_bytes(image_of(observation))).decode("ascii")
+            encode_png(image_of(observation), level=6)).decode("ascii")
         mission = observation.get("mission") if isinstance(observation, dict) else None
         player = f"You are {self._player}." if self._player else ""
         lines = [*([player] if player else []), *([f"Your mission: {mission}"] if mission else []),
@@ -102,18 +81,10 @@ class VLMPolicy(LLMPolicy):
 
 def build_parser() -> argparse.ArgumentParser:
     """The worker's command line."""
-    parser = argparse.ArgumentParser(
-        prog="python -m workers.vlm_worker",
-        description="mosaic operator worker that sends each image observation to an "
-                    "OpenAI-compatible vision chat-completions endpoint for the action.",
-    )
-    add_endpoint_arguments(parser)
-    parser.add_argument("--system-prompt", default=DEFAULT_SYSTEM_PROMPT,
-                        help="system prompt; {env} is replaced by the environment id")
-    parser.add_argument("--action-names", default="",
-                        help="comma-separated names of actions 0, 1, 2, ... for the prompt")
-    add_runtime_arguments(parser)
-    return parser
+    return llm_parser("python -m workers.vlm_worker",
+                      "mosaic operator worker that sends each image observation to an "
+                      "OpenAI-compatible vision chat-completions endpoint for the action.",
+                      DEFAULT_SYSTEM_PROMPT)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,7 @@ from mosaic.agents.learners._common import RestorableState
 from mosaic.agents.learners._params import check_params
 from mosaic.agents.learners.actor_critic import box_spaces, params_model_of
 from mosaic.agents.learners.mlp import MLP, Adam
-from mosaic.agents.learners.replay import ReplayBuffer, Transitions
+from mosaic.agents.learners.replay import ReplayBuffer, ReplayLearner, Transitions
 from mosaic.core.errors import MosaicError
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["ActorCriticBrain"]
 
 
-class ActorCriticBrain(RestorableState, Brain):
+class ActorCriticBrain(ReplayLearner, RestorableState, Brain):
     """Replay, twin critics ``Q1``, ``Q2`` (``MLP([observation + action, *hidden_sizes, 1])``)
     with Polyak targets (rate ``tau``), and the schedule; a subclass adds the actor and its
     update (:meth:`_train`).
@@ -147,17 +147,7 @@ class ActorCriticBrain(RestorableState, Brain):
                                                 self.spaces.n_actions)
         except ValueError as exc:
             raise MosaicError(f"{type(self).__name__}: {exc}") from exc
-        p = self.params
-        first, self.transitions = self.transitions + 1, self.transitions + len(batch)
-        # The rows go in first: an update due at one of them may sample all of them.
-        self.buffer.add(batch)
-        for count in range(first, self.transitions + 1):
-            if count >= max(p.learning_starts, 1) and count % p.train_every == 0:
-                self._update()
-        if self._sent.get(muscle, 0) < self.version:
-            self._sent[muscle] = self.version
-            return self.weights()
-        return None
+        return self._take(muscle, batch)
 
     def _update(self) -> None:
         p = self.params

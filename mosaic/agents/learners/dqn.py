@@ -29,7 +29,7 @@ from mosaic.agents.learners._common import (
     unwrap,
 )
 from mosaic.agents.learners.mlp import MLP, Adam, masked_max
-from mosaic.agents.learners.replay import ReplayBuffer, Transitions
+from mosaic.agents.learners.replay import ReplayBuffer, ReplayLearner, Transitions
 from mosaic.agents.muscle import Muscle
 from mosaic.agents.policies import mlp_arrays, save_mlp
 from mosaic.core.errors import MosaicError
@@ -298,7 +298,7 @@ class DQNMuscle(Muscle):
         self.steps = int(state["steps"])
 
 
-class DQNBrain(RestorableState, Brain):
+class DQNBrain(ReplayLearner, RestorableState, Brain):
     """Learns a Q network from replayed transitions, against a target network.
 
     Spaces: as :class:`DQNMuscle`. Several muscles may share the brain: one buffer, one network.
@@ -356,17 +356,7 @@ class DQNBrain(RestorableState, Brain):
             batch = Transitions.from_columns(experience, self.n_inputs, self.n_actions)
         except ValueError as exc:
             raise MosaicError(f"{type(self).__name__}: {exc}") from exc
-        p = self.params
-        first, self.transitions = self.transitions + 1, self.transitions + len(batch)
-        # The rows go in first: an update due at one of them may sample all of them.
-        self.buffer.add(batch)
-        for count in range(first, self.transitions + 1):
-            if count >= max(p.learning_starts, 1) and count % p.train_every == 0:
-                self._update()
-        if self._sent.get(muscle, 0) < self.version:
-            self._sent[muscle] = self.version
-            return self.weights()
-        return None
+        return self._take(muscle, batch)
 
     def _update(self) -> None:
         p = self.params

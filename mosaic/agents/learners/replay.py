@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["COLUMNS", "ReplayBuffer", "Transitions"]
+__all__ = ["COLUMNS", "ReplayBuffer", "ReplayLearner", "Transitions"]
 
 #: The columns of the transitions a muscle sends (``truncated`` is informative: it bootstraps).
 COLUMNS = ("observations", "actions", "rewards", "next_observations", "terminated", "truncated")
@@ -132,3 +132,40 @@ class ReplayBuffer:
         """Copies of what the buffer holds, oldest first."""
         start = self._next if self._size == self.capacity else 0
         return self._data.rows((start + np.arange(self._size)) % self.capacity)
+
+
+class ReplayLearner:
+    """How an off-policy brain (DQN, TD3, SAC) takes experience: :meth:`_take`.
+
+    The brain has ``params`` (with ``learning_starts`` and ``train_every``), ``buffer``, the
+    counters ``transitions`` and ``version``, ``_sent`` (muscle -> the version it last got),
+    ``_update()`` (one training step) and ``weights()`` (the answer to a muscle).
+    """
+
+    params: Any
+    buffer: ReplayBuffer
+    transitions: int
+    version: int
+    _sent: dict[str, int]
+
+    def _update(self) -> None:
+        raise NotImplementedError
+
+    def weights(self) -> dict[str, np.ndarray]:
+        """What a muscle is answered with."""
+        raise NotImplementedError
+
+    def _take(self, muscle: str, batch: Transitions) -> dict[str, np.ndarray] | None:
+        """Store ``batch``, train every ``train_every`` transitions once ``learning_starts`` are
+        in, and answer ``muscle`` with :meth:`weights` when its version is behind (else None)."""
+        p = self.params
+        first, self.transitions = self.transitions + 1, self.transitions + len(batch)
+        # The rows go in first: an update due at one of them may sample all of them.
+        self.buffer.add(batch)
+        for count in range(first, self.transitions + 1):
+            if count >= max(p.learning_starts, 1) and count % p.train_every == 0:
+                self._update()
+        if self._sent.get(muscle, 0) < self.version:
+            self._sent[muscle] = self.version
+            return self.weights()
+        return None
