@@ -21,6 +21,7 @@ from mosaic.agents.context import MuscleContext, Slot
 from mosaic.agents.learners._common import mlp_from_update, observation_space, unwrap
 from mosaic.agents.learners._params import check_params
 from mosaic.agents.learners.mlp import MLP
+from mosaic.agents.learners.pending_copies import PendingCopies
 from mosaic.agents.muscle import Muscle
 from mosaic.core.errors import MosaicError
 
@@ -125,8 +126,7 @@ class ActorCriticMuscle(Muscle):
         self.rng = context.rng
         self.steps = 0
         self._pending: dict[str, list[Any]] = {}  # slot -> [observation, action, reward]
-        # For copies: slot -> each copy's observation and action awaiting its outcome (waiting).
-        self._copy_pending: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._copy_pending = PendingCopies(context.copies)
 
     def _explore(self, outputs: np.ndarray) -> np.ndarray:
         """Exploring actions in [-1, 1] (N, n_actions) for the actor's ``outputs``."""
@@ -192,43 +192,27 @@ class ActorCriticMuscle(Muscle):
     def act_batch(self, slot: str, batch: Batch) -> np.ndarray:
         """One action per copy from one forward pass, in the space's shape and dtype
         (copies, *shape)."""
-        copies = self._copies(batch)
+        copies = self._copy_pending.checked(batch)
         x = self._observations(unwrap(batch.observations, batch.legal_actions)[0], copies)
-        for copy in np.flatnonzero(batch.starts).tolist():
-            for _, _, waiting in self._copy_pending.values():
-                waiting[copy] = False
+        self._copy_pending.starts(batch.starts)
         actions = self._actions(x)
         if self.training:
-            self._copy_pending[slot] = (x, actions, np.ones(copies, dtype=bool))
+            self._copy_pending.hold(slot, x, actions)
         return self.spaces.scaled(actions)
 
     def feedback_batch(self, slot: str, batch: Batch) -> list[dict[str, Any]]:
         """The transitions of the copies in ``batch.acted`` with a pending action, as one item;
         an empty list in test mode or when none completed."""
-        pending = self._copy_pending.get(slot)
-        if pending is None:
-            return []
-        copies = self._copies(batch)
-        x, actions, waiting = pending
-        rows = np.flatnonzero(batch.acted & waiting)
+        copies = self._copy_pending.checked(batch)
+        x, actions, rows = self._copy_pending.completed(slot, batch)
         if not rows.shape[0]:
             return []
         next_x = self._observations(unwrap(batch.observations, None)[0], copies)
         for copy, final in batch.final_observations.items():
             if final is not None:
                 next_x[copy] = self._observations(unwrap(final, None)[0], 1)[0]
-        waiting[rows] = False
         return [{"observations": x[rows], "actions": actions[rows],
-                 "rewards": np.asarray(batch.rewards, dtype=np.float64)[rows],
-                 "next_observations": next_x[rows],
-                 "terminated": np.asarray(batch.terminated, dtype=bool)[rows],
-                 "truncated": np.asarray(batch.truncated, dtype=bool)[rows]}]
-
-    def _copies(self, batch: Batch) -> int:
-        if batch.copies != self.context.copies:
-            raise MosaicError(f"a batch of {batch.copies} copies for a muscle set up for "
-                              f"{self.context.copies}")
-        return batch.copies
+                 "next_observations": next_x[rows], **PendingCopies.outcomes(batch, rows)}]
 
     def apply_update(self, update: Any) -> None:
         """Act with the actor in ``update`` (``MosaicError`` if it does not fit)."""

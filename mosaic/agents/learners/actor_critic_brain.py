@@ -188,12 +188,7 @@ class ActorCriticBrain(ReplayLearner, RestorableState, Brain):
                                                  strict=True)):
             state.update(critic.to_arrays(f"critic{i + 1}."))
             state.update(target.to_arrays(f"critic{i + 1}_target."))
-        for name in ("transitions", "updates", "version"):
-            state[name] = np.array(getattr(self, name), dtype=np.int64)
-        state["stats"] = self._stats.copy()
-        replay = self.buffer.contents()
-        state.update({f"replay.{name}": getattr(replay, name)
-                      for name in Transitions.__dataclass_fields__})
+        state.update(self._replay_state())
         return state
 
     def _load(self, state: Mapping[str, np.ndarray]) -> None:
@@ -207,15 +202,4 @@ class ActorCriticBrain(ReplayLearner, RestorableState, Brain):
             target.load_arrays(state, f"critic{i + 1}_target.")
         self.critic_optimizer.load_state(state, "critic_adam.")
         self._load_extra(state)
-        self.transitions, self.updates, self.version = (
-            int(state[name]) for name in ("transitions", "updates", "version"))
-        stats = np.asarray(state["stats"], dtype=np.float64)
-        if stats.shape != self._stats.shape:
-            raise ValueError(f"stats of shape {stats.shape}; expected {self._stats.shape}")
-        self._stats = stats.copy()
-        buffer = ReplayBuffer(self.buffer.capacity, self.spaces.n_inputs, self.spaces.n_actions,
-                              continuous=True)
-        if "replay.actions" in state:
-            buffer.add(Transitions(*(np.asarray(state[f"replay.{name}"])
-                                     for name in Transitions.__dataclass_fields__)))
-        self.buffer = buffer
+        self._load_replay_state(state)

@@ -29,6 +29,7 @@ from mosaic.agents.learners._common import (
     unwrap,
 )
 from mosaic.agents.learners.mlp import MLP, Adam, masked_max
+from mosaic.agents.learners.pending_copies import PendingCopies
 from mosaic.agents.learners.replay import ReplayBuffer, ReplayLearner, Transitions
 from mosaic.agents.muscle import Muscle
 from mosaic.agents.policies import mlp_arrays, save_mlp
@@ -123,8 +124,7 @@ class DQNMuscle(Muscle):
         self._masks_apart = False
         self._awaiting: dict[str, dict[str, Any]] = {}
         self._ready: list[dict[str, Any]] = []
-        # For copies: slot -> each copy's observation and action awaiting its outcome (waiting).
-        self._copy_pending: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._copy_pending = PendingCopies(context.copies)
 
     @property
     def epsilon(self) -> float:
@@ -222,17 +222,16 @@ class DQNMuscle(Muscle):
     def act_batch(self, slot: str, batch: Batch) -> np.ndarray:
         """Epsilon-greedy per copy over its legal actions, from one forward pass: int64
         (copies,). A copy in ``batch.starts`` begins an episode and reports its epsilon."""
-        copies = self._copies(batch)
+        copies = self._copy_pending.checked(batch)
         observations, legal_actions = unwrap(batch.observations, batch.legal_actions)
         x = self._observations(observations, copies)
         masks = legal_masks(legal_actions, self.n_actions, copies)
         legal = np.ones((copies, self.n_actions), bool) if masks is None else masks
         epsilon = self.epsilon
-        for copy in np.flatnonzero(batch.starts).tolist():
-            if self.training:
+        if self.training:
+            for _ in range(int(np.count_nonzero(batch.starts))):
                 self.context.log_metric("epsilon", epsilon)
-            for _, _, waiting in self._copy_pending.values():
-                waiting[copy] = False
+        self._copy_pending.starts(batch.starts)
         actions, _ = masked_max(self._values(x), legal)
         if not self.training:
             return actions.astype(np.int64)
@@ -243,18 +242,14 @@ class DQNMuscle(Muscle):
         random = np.argmax(np.cumsum(legal, axis=1) > ranks[:, None], axis=1)
         actions = np.where(explore, random, actions).astype(np.int64)
         self.steps += copies
-        self._copy_pending[slot] = (x, actions.copy(), np.ones(copies, dtype=bool))
+        self._copy_pending.hold(slot, x, actions.copy())
         return actions
 
     def feedback_batch(self, slot: str, batch: Batch) -> list[dict[str, Any]]:
         """The transitions of the copies in ``batch.acted`` with a pending action, as one item;
         an empty list in test mode or when none completed."""
-        pending = self._copy_pending.get(slot)
-        if pending is None:
-            return []
-        copies = self._copies(batch)
-        x, actions, waiting = pending
-        rows = np.flatnonzero(batch.acted & waiting)
+        copies = self._copy_pending.checked(batch)
+        x, actions, rows = self._copy_pending.completed(slot, batch)
         if not rows.shape[0]:
             return []
         observations, legal_actions = unwrap(batch.observations, batch.legal_actions)
@@ -268,19 +263,9 @@ class DQNMuscle(Muscle):
             if masks is not None:  # the new episode's mask is not the final observation's
                 mask = _next_mask(final_mask, self.n_actions)
                 masks[copy] = True if mask is None else mask
-        waiting[rows] = False
         return [{"observations": x[rows], "actions": actions[rows],
-                 "rewards": np.asarray(batch.rewards, dtype=np.float64)[rows],
-                 "next_observations": next_x[rows],
-                 "terminated": np.asarray(batch.terminated, dtype=bool)[rows],
-                 "truncated": np.asarray(batch.truncated, dtype=bool)[rows],
+                 "next_observations": next_x[rows], **PendingCopies.outcomes(batch, rows),
                  "next_masks": None if masks is None else masks[rows]}]
-
-    def _copies(self, batch: Batch) -> int:
-        if batch.copies != self.context.copies:
-            raise MosaicError(f"a batch of {batch.copies} copies for a muscle set up for "
-                              f"{self.context.copies}")
-        return batch.copies
 
     def apply_update(self, update: Any) -> None:
         """Act with the online weights in ``update`` (``MosaicError`` if they do not fit)."""
@@ -410,28 +395,14 @@ class DQNBrain(ReplayLearner, RestorableState, Brain):
     def state(self) -> dict[str, np.ndarray]:
         """Both networks (``online.*``, ``target.*``), the optimizer (``adam.*``) and the
         counters ``transitions``, ``updates`` and ``version``; all copies."""
-        state = {**self.online.to_arrays("online."), **self.target.to_arrays("target."),
-                 **self.optimizer.state("adam.")}
-        for name in ("transitions", "updates", "version"):
-            state[name] = np.array(getattr(self, name), dtype=np.int64)
-        state["stats"] = self._stats.copy()
-        replay = self.buffer.contents()
-        state.update({f"replay.{name}": getattr(replay, name)
-                      for name in Transitions.__dataclass_fields__})
-        return state
+        return {**self.online.to_arrays("online."), **self.target.to_arrays("target."),
+                **self.optimizer.state("adam."), **self._replay_state()}
 
     def _load(self, state: Mapping[str, np.ndarray]) -> None:
         self.online.load_arrays(state, "online.")
         self.target.load_arrays(state, "target.")
         self.optimizer.load_state(state, "adam.")
-        self.transitions, self.updates, self.version = (
-            int(state[name]) for name in ("transitions", "updates", "version"))
-        self._stats = np.asarray(state.get("stats", np.zeros(3)), dtype=np.float64).reshape(3)
-        buffer = ReplayBuffer(self.buffer.capacity, self.n_inputs, self.n_actions)
-        if "replay.actions" in state:
-            buffer.add(Transitions(*(np.asarray(state[f"replay.{name}"])
-                                     for name in Transitions.__dataclass_fields__)))
-        self.buffer = buffer
+        self._load_replay_state(state)
 
     def greedy_policy(self) -> dict[str, np.ndarray]:
         """The online network as an ``mlp`` policy (its arg-max is the greedy action)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -133,20 +134,31 @@ class ReplayBuffer:
         start = self._next if self._size == self.capacity else 0
         return self._data.rows((start + np.arange(self._size)) % self.capacity)
 
+    def refill(self, batch: Transitions | None) -> None:
+        """Hold ``batch`` only (as :meth:`contents` gave it; ``None``: nothing)."""
+        self._next = self._size = 0
+        if batch is not None:
+            self.add(batch)
+
 
 class ReplayLearner:
     """How an off-policy brain (DQN, TD3, SAC) takes experience: :meth:`_take`.
 
     The brain has ``params`` (with ``learning_starts`` and ``train_every``), ``buffer``, the
-    counters ``transitions`` and ``version``, ``_sent`` (muscle -> the version it last got),
-    ``_update()`` (one training step) and ``weights()`` (the answer to a muscle).
+    counters ``transitions``, ``updates`` and ``version``, ``_stats``, ``_sent`` (muscle ->
+    the version it last got), ``_update()`` (one training step) and ``weights()`` (the answer
+    to a muscle). :meth:`_replay_state` and :meth:`_load_replay_state` are their share of the
+    brain's state.
     """
 
     params: Any
     buffer: ReplayBuffer
     transitions: int
+    updates: int
     version: int
     _sent: dict[str, int]
+    #: The metric sums not reported yet.
+    _stats: np.ndarray
 
     def _update(self) -> None:
         raise NotImplementedError
@@ -169,3 +181,29 @@ class ReplayLearner:
             self._sent[muscle] = self.version
             return self.weights()
         return None
+
+    def _replay_state(self) -> dict[str, np.ndarray]:
+        """The part of the state every off-policy brain has: the counters, the metric sums not
+        reported yet (``stats``) and the buffer's transitions (``replay.*``, oldest first), so
+        that a continued run samples what the saved one would have."""
+        state = {name: np.array(getattr(self, name), dtype=np.int64) for name in _COUNTERS}
+        state["stats"] = self._stats.copy()
+        replay = self.buffer.contents()
+        state.update({f"replay.{f.name}": getattr(replay, f.name) for f in fields(Transitions)})
+        return state
+
+    def _load_replay_state(self, state: Mapping[str, np.ndarray]) -> None:
+        """Take back what :meth:`_replay_state` gave (``stats`` may be missing: zeros);
+        ``ValueError`` when the sums do not fit."""
+        self.transitions, self.updates, self.version = (int(state[name]) for name in _COUNTERS)
+        stats = np.asarray(state.get("stats", np.zeros_like(self._stats)), dtype=np.float64)
+        if stats.shape != self._stats.shape:
+            raise ValueError(f"stats of shape {stats.shape}; expected {self._stats.shape}")
+        self._stats = stats.copy()
+        self.buffer.refill(Transitions(*(np.asarray(state[f"replay.{f.name}"])
+                                         for f in fields(Transitions)))
+                           if "replay.actions" in state else None)
+
+
+#: The counters of a :class:`ReplayLearner`'s state.
+_COUNTERS = ("transitions", "updates", "version")

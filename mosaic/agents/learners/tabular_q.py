@@ -21,6 +21,7 @@ from mosaic.agents.learners._common import legal_mask as _legal_mask
 from mosaic.agents.learners._common import legal_masks as _legal_masks
 from mosaic.agents.learners._common import shared_shape
 from mosaic.agents.learners._common import unwrap as _unwrap
+from mosaic.agents.learners.pending_copies import PendingCopies
 from mosaic.agents.muscle import Muscle
 from mosaic.agents.policies import QTablePolicy, load_policy, q_table_arrays, save_q_table
 from mosaic.core.errors import MosaicError
@@ -173,10 +174,9 @@ class TabularQMuscle(Muscle):
         self.epsilon = self._epsilon()
         # slot -> [state, action, accumulated reward] of the action awaiting its outcome
         self._pending: dict[str, list[Any]] = {}
-        # For copies: each copy's episode epsilon, and slot -> each copy's state and action
-        # awaiting its outcome (where waiting is true).
+        # For copies: each copy's episode epsilon, and its state and action awaiting an outcome.
         self._copy_epsilons = np.full(context.copies, self.epsilon)
-        self._copy_pending: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._copy_pending = PendingCopies(context.copies)
 
     def _epsilon(self) -> float:
         if not self.training:
@@ -244,7 +244,7 @@ class TabularQMuscle(Muscle):
         A copy in ``batch.starts`` begins an episode first, as :meth:`reset` begins one: it gets
         that episode's epsilon and forgets its pending actions.
         """
-        copies = self._copies(batch)
+        copies = self._copy_pending.checked(batch)
         observations, legal_actions = _unwrap(batch.observations, batch.legal_actions)
         states = _state_indices(observations, self.n_states, copies)
         masks = _legal_masks(legal_actions, self.n_actions, copies)
@@ -253,8 +253,7 @@ class TabularQMuscle(Muscle):
             self.episodes += 1
             if self.training:
                 self.context.log_metric("epsilon", self._copy_epsilons[copy])
-            for _, _, waiting in self._copy_pending.values():
-                waiting[copy] = False
+        self._copy_pending.starts(batch.starts)
         values = self.q[states]
         if masks is not None:
             values = np.where(masks, values, -np.inf)
@@ -272,39 +271,22 @@ class TabularQMuscle(Muscle):
         ranks = np.minimum((picks * counts).astype(np.int64), counts - 1)
         chosen = np.argmax(np.cumsum(candidates, axis=1) > ranks[:, None], axis=1)
         actions: np.ndarray = chosen.astype(np.int64)
-        self._copy_pending[slot] = (states, actions.copy(), np.ones(copies, dtype=bool))
+        self._copy_pending.hold(slot, states, actions.copy())
         return actions
 
     def feedback_batch(self, slot: str, batch: Batch) -> list[TransitionBatch]:
         """The transitions of the copies in ``batch.acted`` with a pending action, as one
         :data:`TransitionBatch`; an empty list in test mode or when none completed."""
-        pending = self._copy_pending.get(slot)
-        if pending is None:
-            return []
-        copies = self._copies(batch)
-        states, actions, waiting = pending
-        rows = np.flatnonzero(batch.acted & waiting)
+        copies = self._copy_pending.checked(batch)
+        states, actions, rows = self._copy_pending.completed(slot, batch)
         if not rows.shape[0]:
             return []
         next_states = _state_indices(_unwrap(batch.observations, None)[0], self.n_states, copies)
         for copy, final in batch.final_observations.items():
             if final is not None:
                 next_states[copy] = _state_index(_unwrap(final, None)[0], self.n_states)
-        waiting[rows] = False
-        return [{
-            "states": states[rows],
-            "actions": actions[rows],
-            "rewards": np.asarray(batch.rewards, dtype=np.float64)[rows],
-            "next_states": next_states[rows],
-            "terminated": np.asarray(batch.terminated, dtype=bool)[rows],
-            "truncated": np.asarray(batch.truncated, dtype=bool)[rows],
-        }]
-
-    def _copies(self, batch: Batch) -> int:
-        if batch.copies != self.context.copies:
-            raise MosaicError(f"a batch of {batch.copies} copies for a muscle set up for "
-                              f"{self.context.copies}")
-        return batch.copies
+        return [{"states": states[rows], "actions": actions[rows],
+                 "next_states": next_states[rows], **PendingCopies.outcomes(batch, rows)}]
 
     def apply_update(self, update: Any) -> None:
         """Replace the local table with ``update["q"]`` (``MosaicError`` if it has another
