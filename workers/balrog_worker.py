@@ -23,13 +23,8 @@ from typing import Any
 import numpy as np
 from minigrid.core.constants import IDX_TO_COLOR, IDX_TO_OBJECT, STATE_TO_IDX
 
-from mosaic.operators.worker.runtime import add_runtime_arguments, run_worker
-from workers.llm_worker import (
-    LLMPolicy,
-    add_endpoint_arguments,
-    endpoint_options,
-    parse_named_action,
-)
+from mosaic.operators.worker.runtime import run_worker
+from workers.llm_worker import LLMPolicy, endpoint_options, llm_parser, parse_named_action
 
 __all__ = ["ACTION_WORDS", "BalrogPolicy", "describe", "main"]
 
@@ -130,19 +125,10 @@ class BalrogPolicy(LLMPolicy):
 
 def build_parser() -> argparse.ArgumentParser:
     """The worker's command line."""
-    parser = argparse.ArgumentParser(
-        prog="python -m workers.balrog_worker",
-        description="mosaic operator worker that plays BabyAI and MiniGrid by asking an "
-                    "OpenAI-compatible chat-completions endpoint, with BALROG-style prompts.",
-    )
-    add_endpoint_arguments(parser)
-    parser.add_argument("--system-prompt", default=DEFAULT_SYSTEM_PROMPT,
-                        help="system prompt; {env} is replaced by the environment id")
-    parser.add_argument("--action-names", default="",
-                        help="comma-separated words for actions 0, 1, 2, ... (default "
-                             "BALROG's: " + ", ".join(ACTION_WORDS) + ")")
-    add_runtime_arguments(parser)
-    return parser
+    return llm_parser("python -m workers.balrog_worker",
+                      "mosaic operator worker that plays BabyAI and MiniGrid by asking an "
+                      "OpenAI-compatible chat-completions endpoint, with BALROG-style prompts.",
+                      DEFAULT_SYSTEM_PROMPT, ACTION_WORDS)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -46,6 +46,7 @@ import logging
 import os
 import re
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -367,16 +368,19 @@ def build_parser() -> argparse.ArgumentParser:
                       "endpoint for each action.")
 
 
-def llm_parser(prog: str, description: str,
-               system_prompt: str = DEFAULT_SYSTEM_PROMPT) -> argparse.ArgumentParser:
+def llm_parser(prog: str, description: str, system_prompt: str = DEFAULT_SYSTEM_PROMPT,
+               action_words: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The command line of a worker that asks an endpoint for each action from a system prompt
-    (default ``system_prompt``) and named actions (the llm and vlm workers)."""
+    (default ``system_prompt``) and named actions (``action_words`` when none are given; the
+    llm, vlm and BALROG-style workers)."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
     add_endpoint_arguments(parser)
     parser.add_argument("--system-prompt", default=system_prompt,
                         help="system prompt; {env} is replaced by the environment id")
+    default = f" (default: {', '.join(action_words)})" if action_words else ""
     parser.add_argument("--action-names", default="",
-                        help="comma-separated names of actions 0, 1, 2, ... for the prompt")
+                        help="comma-separated names of actions 0, 1, 2, ... for the prompt"
+                             + default)
     add_runtime_arguments(parser)
     return parser
 
