@@ -39,3 +39,16 @@ def test_importing_mosaic_loads_no_heavy_dependency() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=50, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_step_loops_do_without_the_stores_database_library() -> None:
+    """A run's episode loops count each agent's return with the store's definition, which once
+    loaded SQLAlchemy into every process that steps an environment."""
+    code = (
+        "import sys\n"
+        "import mosaic.orchestration.player_episodes, mosaic.orchestration.copy_episodes\n"
+        "print('sqlalchemy' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=50, check=True).stdout
+    assert out.strip() == "False"

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+from mosaic.core.agent_returns import agent_returns
 from mosaic.core.seeding import episode_seed, evaluation_episode_seed
 from mosaic.messages import (
     AgentEvaluateRequest,
@@ -28,7 +29,6 @@ from mosaic.messages import (
 from mosaic.messages.codec import pack
 from mosaic.orchestration.episodes import Episodes, Recording, Schedule, chosen
 from mosaic.orchestration.ledger import Ledger
-from mosaic.store import agent_returns
 
 __all__ = ["AskMuscles", "PlayerEpisodes"]
 

@@ -3,10 +3,11 @@
 An agent's return in an episode is the sum of the returns of the env agents it plays there (the
 environment's ``policy_mapping``, which the store keeps per run in ``runs.agents``). In a
 zero-sum game (self-play, two players) the episode's total return is 0 whatever happens, so a
-run of several agents is read per agent. :func:`agent_returns` is that definition: the run
-counts its progress with it (the summary of ``mosaic experiment-start``, ``Results``), the
-readers of the store (``runs list``, ``runs show``, ``runs_frame``, the dashboard) through
-:func:`agent_means`, and the curves of the dashboard and ``runs plot`` per episode.
+run of several agents is read per agent. :func:`~mosaic.core.agent_returns.agent_returns` is
+that definition: the run counts its progress with it (the summary of ``mosaic
+experiment-start``, ``Results``), the readers of the store (``runs list``, ``runs show``,
+``runs_frame``, the dashboard) through :func:`agent_means`, and the curves of the dashboard and
+``runs plot`` per episode.
 """
 
 from __future__ import annotations
@@ -17,20 +18,10 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
+from mosaic.core.agent_returns import agent_returns
 from mosaic.store import schema
 
 __all__ = ["AgentMeans", "agent_means", "agent_returns", "several_agents"]
-
-
-def agent_returns(returns: Mapping[str, float],
-                  mapping: Mapping[str, str] | None) -> dict[str, float]:
-    """Each agent's return in an episode whose env agents returned ``returns``: the sum over
-    the env agents ``mapping`` gives it (an env agent it does not name counts as itself)."""
-    by_agent: dict[str, float] = {}
-    for slot, value in returns.items():
-        agent = slot if mapping is None else mapping.get(slot, slot)
-        by_agent[agent] = by_agent.get(agent, 0.0) + float(value)
-    return by_agent
 
 
 def several_agents(agents: Mapping[str, Mapping[str, str]] | None) -> bool:
