@@ -10,10 +10,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mosaic.environments.video import video_files
 from mosaic.messages.run_config import RunConfig, VideoPlan
-from mosaic.store import StoreWriter
+
+if TYPE_CHECKING:  # the controller, which names each run's folder, needs no store
+    from mosaic.store import StoreWriter
 
 __all__ = ["record_videos", "run_videos"]
 
