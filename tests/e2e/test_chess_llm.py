@@ -1,7 +1,8 @@
 """End to end: two LLMs play chess against each other through ``mosaic experiment-start`` on
 the example, each in its own chess worker, against two different fake models on loopback; then
-one of them plays a random mover. Every move is the model's, checked by replaying the game; the
-re-asked answers and the fallback are counted for the player that made them."""
+a PPO policy learns Black's seat against a random mover, and one of the LLMs plays it. Every
+move is the model's, checked by replaying the game; the re-asked answers and the fallback are
+counted for the player that made them."""
 
 from __future__ import annotations
 
@@ -82,15 +83,17 @@ def metric(store: Path, run_id: int, agent: str, name: str) -> tuple[int, float]
     return count, total
 
 
-def test_two_llms_play_chess_each_in_its_worker_then_one_plays_a_random_mover(
+def test_two_llms_play_chess_each_in_its_worker_then_one_plays_a_trained_policy(
         tmp_path: Path, process_tag: str) -> None:
     black = BlackModel()
     with LLMTestServer(responder=white_model) as one, LLMTestServer(responder=black) as two:
         text = (EXAMPLE.read_text().replace("http://127.0.0.1:8000/v1", one.base_url)
                 .replace("http://127.0.0.1:8001/v1", two.base_url)
-                .replace("episodes: 2 ", "episodes: 1 ")
+                .replace("episodes: 2 ", "episodes: 1 ").replace("episodes: 6", "episodes: 2")
+                .replace("rollout_steps: 64", "rollout_steps: 4")
                 .replace("max_steps: 40 ", f"max_steps: {PLIES} "))
         assert text.count(one.base_url) == 2 and two.base_url in text
+        assert "episodes: 2\n" in text and text.count("rollout_steps: 4}") == 2
         assert f"max_steps: {PLIES} " in text and "episodes: 1 " in text
         path = write_experiment(tmp_path, text, "chess.yml")
         store = tmp_path / "chess.sqlite"
@@ -101,8 +104,9 @@ def test_two_llms_play_chess_each_in_its_worker_then_one_plays_a_random_mover(
     runs = query(store, "SELECT id, uid, status, episodes, steps FROM runs ORDER BY id")
     assert [(uid.rsplit("-r0-", 1)[1], status, episodes, steps)
             for _, uid, status, episodes, steps in runs] == [
-        ("llm-vs-llm", "finished", 1, PLIES), ("llm-vs-random", "finished", 1, PLIES)]
-    (duel, _, _, _, _), (against_random, _, _, _, _) = runs
+        ("llm-vs-llm", "finished", 1, PLIES), ("train-black", "finished", 2, 2 * PLIES),
+        ("llm-vs-trained", "finished", 1, PLIES)]
+    (duel, *_), (training, *_), (against_policy, *_) = runs
 
     # Each player asked its own model, in its own worker.
     assert {body["model"] for body in white_asked} == {"white-model"}
@@ -140,6 +144,14 @@ def test_two_llms_play_chess_each_in_its_worker_then_one_plays_a_random_mover(
     assert metric(store, duel, "white", "llm.prompt_tokens") == (PLIES // 2, 10 * PLIES // 2)
     assert metric(store, duel, "black", "llm.prompt_tokens") == (PLIES // 2,
                                                                  10 * len(black_asked))
-    assert metric(store, against_random, "white", "llm.fallback") == (PLIES // 2, 0)
-    assert metric(store, against_random, "black", "llm.fallback") == (0, 0)
+    assert metric(store, against_policy, "white", "llm.fallback") == (PLIES // 2, 0)
+    assert metric(store, against_policy, "black", "llm.fallback") == (0, 0)
+    # Black's policy learned in train-black (PPO updated on its own moves there), and played
+    # the last game in mode test: legal moves, and no learning.
+    assert metric(store, training, "black", "policy_loss")[0] == PLIES // 4  # 10 moves, 4 a go
+    assert metric(store, against_policy, "black", "policy_loss") == (0, 0)
+    moves = query(store, "SELECT agent, action FROM steps WHERE run_id = ? ORDER BY id",
+                  against_policy)
+    assert [agent for agent, _ in moves] == ["white", "black"] * (PLIES // 2)
+    replay([(agent, unpack(action)) for agent, action in moves])  # every move legal
     assert re.search(r"LLM fallbacks: \S+-llm-vs-llm: 1 of 10 actions", result.stdout)
