@@ -70,7 +70,7 @@ class EnvironmentActor(Component):
             self.check_import(wrapper.class_path)
         env = make_any(request.env, request.params, request.copies, request.vector_mode,
                        request.max_steps, request.wrappers, request.video,
-                       request.environment_uid)
+                       request.environment_uid, request.seeding)
         self._env = env
         self._video = episode_video(env)
         if isinstance(env, VectorAdapter):

@@ -19,7 +19,7 @@ from mosaic.core.imports import ImportPathError, import_module, import_object, r
 from mosaic.environments.adapter import EnvironmentAdapter
 from mosaic.environments.gymnasium_adapter import GymnasiumAdapter
 from mosaic.environments.pettingzoo_adapter import AECAdapter, ParallelAdapter
-from mosaic.environments.vector import VECTOR_MODES, VectorAdapter
+from mosaic.environments.vector import SEEDINGS, VECTOR_MODES, VectorAdapter
 from mosaic.environments.video import RENDER_MODE, EpisodeVideo, VideoError
 from mosaic.messages.run_config import VideoPlan, WrapperPlan
 
@@ -102,12 +102,13 @@ def _close(env: Any) -> None:
 def make_any(spec: str, params: Mapping[str, Any], copies: int | None = None,
              vector_mode: str = "sync", max_steps: int | None = None,
              wrappers: Sequence[WrapperPlan] = (), video: VideoPlan | None = None,
-             name: str = "") -> EnvironmentAdapter | VectorAdapter:
+             name: str = "", seeding: str = "episode") -> EnvironmentAdapter | VectorAdapter:
     """What the environment actor holds: one environment, or a vector of ``copies``.
 
     Without ``copies`` it is :func:`make_environment`'s environment, unless a factory makes a
     ``gymnasium.vector.VectorEnv`` (``gymnasium.make_vec``, say): that one is held as it is
-    (and cannot take ``wrappers``). With ``copies`` it is :func:`make_vector_environment`'s.
+    (and cannot take ``wrappers``). With ``copies`` it is :func:`make_vector_environment`'s,
+    its copies seeded as ``seeding`` says.
 
     With ``video`` the environment (one Gymnasium environment, no copies) is made with
     ``render_mode="rgb_array"`` and, outside its ``wrappers``, records the episodes ``video``
@@ -117,7 +118,8 @@ def make_any(spec: str, params: Mapping[str, Any], copies: int | None = None,
     if video is not None:
         return _recorded(spec, params, wrappers, video, name)
     if copies is not None:
-        return make_vector_environment(spec, params, copies, vector_mode, max_steps, wrappers)
+        return make_vector_environment(spec, params, copies, vector_mode, max_steps, wrappers,
+                                       seeding)
     kind, _, _ = spec.partition(":")
     if kind in ("gymnasium", "pettingzoo"):
         return make_environment(spec, params, wrappers)
@@ -154,15 +156,21 @@ def _recorded(spec: str, params: Mapping[str, Any], wrappers: Sequence[WrapperPl
 
 def make_vector_environment(spec: str, params: Mapping[str, Any], copies: int,
                             vector_mode: str = "sync", max_steps: int | None = None,
-                            wrappers: Sequence[WrapperPlan] = ()) -> VectorAdapter:
+                            wrappers: Sequence[WrapperPlan] = (),
+                            seeding: str = "episode") -> VectorAdapter:
     """``copies`` copies of the Gymnasium environment ``spec`` names, in one vector; each copy
     wrapped in ``wrappers`` (not with ``native``, which makes its copies itself).
 
     ``vector_mode`` ``sync`` steps them one after another in this thread, ``async`` in one
     process each (Gymnasium's ``AsyncVectorEnv``), and ``native`` uses the environment's own
     vectorised implementation (``gymnasium.make_vec`` with its ``vector_entry_point``). The
-    copies of ``sync`` and ``async`` are reset by mosaic, each with a seed of its own.
+    copies of ``sync`` and ``async`` are reset by mosaic, each with a seed of its own: every
+    episode, or with ``seeding="once"`` only the first (each copy then draws its next episodes
+    from its own generator, as in Gymnasium's own vector environments).
     """
+    if seeding not in SEEDINGS:
+        raise MosaicError(f"environment {spec!r}: seeding must be one of "
+                          f"{', '.join(SEEDINGS)}, not {seeding!r}")
     if vector_mode not in VECTOR_MODES:
         raise MosaicError(f"environment {spec!r}: vector_mode must be one of "
                           f"{', '.join(VECTOR_MODES)}, not {vector_mode!r}")
@@ -179,7 +187,7 @@ def make_vector_environment(spec: str, params: Mapping[str, Any], copies: int,
                                                     vectorization_mode="vector_entry_point",
                                                     **dict(params)), max_steps)
         return _copies(_Wrapped(spec, functools.partial(gymnasium.make, target, **dict(params)),
-                                tuple(wrappers)), copies, vector_mode, max_steps)
+                                tuple(wrappers)), copies, vector_mode, max_steps, seeding)
     made = _call_factory(spec, params)
     if isinstance(made, VectorEnv) and wrappers:
         made.close()
@@ -199,19 +207,21 @@ def make_vector_environment(spec: str, params: Mapping[str, Any], copies: int,
         raise MosaicError(f"environment {spec!r}: vector_mode: native needs a registered "
                           "Gymnasium id with a vector_entry_point ('gymnasium:<id>')")
     return _copies(_Wrapped(spec, functools.partial(import_object(spec), **dict(params)),
-                            tuple(wrappers)), copies, vector_mode, max_steps)
+                            tuple(wrappers)), copies, vector_mode, max_steps, seeding)
 
 
 def _copies(make: Callable[[], gymnasium.Env[Any, Any]], copies: int, vector_mode: str,
-            max_steps: int | None) -> VectorAdapter:
+            max_steps: int | None, seeding: str) -> VectorAdapter:
     """``copies`` environments from ``make`` in a Sync- or AsyncVectorEnv that mosaic resets."""
+    once = seeding == "once"
     if vector_mode == "sync":
         return VectorAdapter(SyncVectorEnv([make] * copies,
-                                           autoreset_mode=AutoresetMode.DISABLED), max_steps)
+                                           autoreset_mode=AutoresetMode.DISABLED), max_steps,
+                             seed_once=once)
     # Spawned, so that a copy's process does not inherit this one's ZeroMQ and actor threads.
     return VectorAdapter(AsyncVectorEnv([_WithoutInterrupts(make)] * copies,
                                         autoreset_mode=AutoresetMode.DISABLED, context="spawn"),
-                         max_steps)
+                         max_steps, seed_once=once)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ from mosaic.messages import BatchOutcome
 #: one process each (``async``), or by the environment's own vectorised implementation
 #: (``native``, its ``vector_entry_point``).
 VECTOR_MODES = ("sync", "async", "native")
+#: When the copies are seeded (see :data:`mosaic.messages.run_config.Seeding`).
+SEEDINGS = ("episode", "once")
 _NO_FINALS: dict[int, Any] = {}
 #: What SAME_STEP vectors add to a step's info; mosaic passes them on as final observations and
 #: final infos instead.
@@ -31,7 +33,9 @@ class VectorAdapter:
     on the vector environment's autoreset mode, and the outcome says it the same way for all:
 
     * ``DISABLED`` (what ``copies:`` builds): a copy that ends is reset in the same step, with
-      the seed mosaic gives it; the step limit ``max_steps`` truncates a copy here too.
+      the seed mosaic gives it (with ``seed_once``, without one: only the first reset takes
+      seeds, and each copy then goes on from its own generator); the step limit ``max_steps``
+      truncates a copy here too.
     * ``SAME_STEP``: the same, with the environment's own reset (its final observation is in
       ``info["final_obs"]``); no seeds, no step limit.
     * ``NEXT_STEP`` (Gymnasium's default): a copy that ends is reset by the next step, which
@@ -42,7 +46,8 @@ class VectorAdapter:
     each copy whose episode ended (not in ``NEXT_STEP``, where that step's info is the one).
     """
 
-    def __init__(self, env: VectorEnv[Any, Any, Any], max_steps: int | None = None) -> None:
+    def __init__(self, env: VectorEnv[Any, Any, Any], max_steps: int | None = None,
+                 seed_once: bool = False) -> None:
         self.env = env
         self.copies = env.num_envs
         self.slots = {GYMNASIUM_SLOT: (env.single_observation_space, env.single_action_space)}
@@ -53,6 +58,7 @@ class VectorAdapter:
                               f"({self._mode.name}): wrap the environment in a TimeLimit instead")
         self._max_steps = max_steps
         self._per_copy_seeds = isinstance(env.unwrapped, (SyncVectorEnv, AsyncVectorEnv))
+        self._seed_once = seed_once
         self._steps = np.zeros(self.copies, dtype=np.int64)
         self._restarting = np.zeros(self.copies, dtype=bool)  # NEXT_STEP: reset by this step
         self._none = np.zeros(self.copies, dtype=bool)
@@ -65,7 +71,8 @@ class VectorAdapter:
     @property
     def reseeds(self) -> bool:
         """Whether every episode of every copy is seeded with the seeds it is given."""
-        return self._per_copy_seeds and self._mode == AutoresetMode.DISABLED
+        return (self._per_copy_seeds and self._mode == AutoresetMode.DISABLED
+                and not self._seed_once)
 
     def reset(self, seeds: np.ndarray | None) -> BatchOutcome:
         """Start an episode in every copy; ``seeds`` (one per copy) seed them if given."""
@@ -122,7 +129,7 @@ class VectorAdapter:
                                 self._none, _NO_FINALS, _mask(info), self._info(info))
         copies = ended.nonzero()[0].tolist()
         finals = {copy: row(observations, copy) for copy in copies}
-        seeds = None if next_seeds is None else next_seeds.tolist()
+        seeds = None if next_seeds is None or self._seed_once else next_seeds.tolist()
         observations, reset_info = self.env.reset(
             seed=seeds, options={"reset_mask": ended})
         steps[ended] = 0

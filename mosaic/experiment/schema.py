@@ -71,6 +71,7 @@ from mosaic.messages.run_config import (
     RunConfig,
     RunTimeouts,
     SearchPlan,
+    Seeding,
     SelfPlayPlan,
     TerminationSpec,
     TransportName,
@@ -341,6 +342,11 @@ class EnvironmentConfig(StrictModel):
         description="how the copies are held: sync (one thread), async (a process each) or "
         "native (the environment's own vector implementation)",
     )
+    seeding: Seeding = Field(
+        default="episode",
+        description="when the copies are seeded: episode (every episode with a seed of its own, "
+        "so that any episode can be replayed alone) or once (at their first reset; faster)",
+    )
     wrappers: list[WrapperSpec] = Field(
         default_factory=list,
         description="a list of Gymnasium wrappers, each a name or {name: {parameters}}",
@@ -383,6 +389,13 @@ class EnvironmentConfig(StrictModel):
                                    "wrap Gymnasium environments, not PettingZoo ones",
                                    "wrap the environment in a factory of your own "
                                    "(env: package.module:make), or remove wrappers"))
+        if self.seeding != "episode" and not self.vectorised:
+            raise_problems(Problem(("seeding",), "seeding applies to copies: an environment "
+                                   "without copies or rollouts seeds every episode",
+                                   "add copies: N, or remove seeding"))
+        if self.seeding != "episode" and self.vector_mode == "native":
+            raise_problems(Problem(("seeding",), "vector_mode: native seeds its copies itself, "
+                                   "once", "remove seeding"))
         if self.wrappers and self.vector_mode == "native":
             raise_problems(Problem(("wrappers",), "wrappers: wrap each copy, and vector_mode: "
                                    "native makes the copies without them",
@@ -1301,6 +1314,7 @@ class Experiment(ExperimentFile):
                             else environment.copies),
                     rollouts=environment.rollouts,
                     vector_mode=environment.vector_mode,
+                    seeding=environment.seeding,
                     wrappers=tuple(WrapperPlan(wrapper.class_path, copy.deepcopy(wrapper.params))
                                    for wrapper in environment.wrappers),
                     store_info=tuple(environment.store_info or ()),

@@ -48,8 +48,10 @@ class EnvironmentStartRequest(Request):
 
     With ``copies`` it builds that many copies in one vector (``vector_mode``), and applies the
     run's step limit ``max_steps`` to each copy itself. ``wrappers`` wrap the environment (each
-    copy), innermost first. With ``video`` it is made with ``render_mode="rgb_array"`` and
-    records the episodes ``video`` names in ``video.folder`` (see :class:`VideoPlan`).
+    copy), innermost first; ``seeding`` says when the copies are seeded (``episode`` or
+    ``once``, see :data:`~mosaic.messages.run_config.Seeding`). With ``video`` it is made with
+    ``render_mode="rgb_array"`` and records the episodes ``video`` names in ``video.folder``
+    (see :class:`VideoPlan`).
     """
 
     environment_uid: str
@@ -61,6 +63,7 @@ class EnvironmentStartRequest(Request):
     max_steps: int | None = None
     wrappers: tuple[WrapperPlan, ...] = ()
     video: VideoPlan | None = None
+    seeding: str = "episode"
 
 
 @dataclass(frozen=True, slots=True)

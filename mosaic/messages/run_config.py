@@ -29,6 +29,7 @@ __all__ = [
     "RunTimeouts",
     "SearchPlan",
     "SearchTrial",
+    "Seeding",
     "SelfPlayPlan",
     "TerminationSpec",
     "TransportName",
@@ -46,6 +47,10 @@ TransportName = Literal["ipc", "tcp"]
 RecordSteps = Literal["all", "episodes", "none"]
 #: How the copies of an environment with ``copies:`` are held.
 VectorMode = Literal["sync", "async", "native"]
+#: When the copies of ``copies:`` are seeded: every episode with a seed of its own
+#: (``episode``), or once, at their first reset, each copy then drawing its next episodes from
+#: its own generator (``once``, as Gymnasium's vector environments do).
+Seeding = Literal["episode", "once"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +149,7 @@ class EnvironmentPlan(Record):
     ``record_steps`` is the environment's own setting, ``None`` for the run's (see
     :meth:`RunConfig.records`); ``copies`` (``None``: one environment) and ``vector_mode``
     say how many copies step together in one vector environment, and how it holds them;
+    ``seeding`` when the copies are seeded (see :data:`Seeding`);
     ``rollouts`` (``None``: the per-step loop) how many rollout workers step ``copies`` copies
     each where they are placed; ``wrappers`` wrap the environment (each copy), innermost
     first; ``store_info`` names the info keys stored with each step; ``record_video`` which
@@ -163,6 +169,7 @@ class EnvironmentPlan(Record):
     store_info: tuple[str, ...] = ()
     rollouts: int | None = None
     record_video: VideoPlan | None = None
+    seeding: Seeding = "episode"
 
     def rollout_workers(self) -> list[str]:
         """The uids of the environment's rollout workers (none without ``rollouts``)."""

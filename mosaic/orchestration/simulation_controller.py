@@ -216,7 +216,8 @@ class SimulationController(Component):
                 EnvironmentStartRequest(env.uid, env.env, env.params,
                                         environment_seed(seed, index), env.copies,
                                         env.vector_mode, self._schedule.max_steps, env.wrappers,
-                                        run_videos(env.record_video, ctx.run_uid)))))
+                                        run_videos(env.record_video, ctx.run_uid),
+                                        env.seeding))))
         rollouts: dict[str, Rollout] = {}
         for index, env, uid, endpoint, client, correlation_id in started_at:
             placed = ctx.supervisor.find(uid)

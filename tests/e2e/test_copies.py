@@ -51,12 +51,13 @@ THRESHOLD = """\
 def _run(tmp_path, name: str, *, placement: str = "thread", episodes: int = 12,
          env: str = "gymnasium:CartPole-v1", copies: int | None = 4, vector_mode: str = "",
          muscle: str = "mosaic.agents:RandomMuscle", max_steps: int | None = None,
-         termination: str = "", ended: int | None = None):
+         termination: str = "", ended: int | None = None, seeding: str = ""):
     """Run the experiment to its end: ``ended`` episodes (default: ``episodes``)."""
     text = COPIES.format(
         episodes=episodes, placement=placement, env=env, muscle=muscle,
         copies=f"copies: {copies}" if copies else "",
-        vector_mode=f"vector_mode: {vector_mode}" if vector_mode else "",
+        vector_mode=(f"vector_mode: {vector_mode}" if vector_mode else "")
+        + (f"\n        seeding: {seeding}" if seeding else ""),
         max_steps=f"max_steps: {max_steps}" if max_steps else "") + termination
     store = tmp_path / f"{name}.sqlite"
     path = write_experiment(tmp_path, text, f"{name}.yml")
@@ -138,6 +139,21 @@ def test_max_steps_truncates_each_copy(tmp_path, process_tag):
     assert any(truncated for length, truncated in lengths if length == 5)
 
 
+def test_copies_seeded_once_give_one_digest_in_threads_and_processes(tmp_path, process_tag):
+    seen = {}
+    for placement in ("thread", "process"):
+        store, steps, digest = _run(tmp_path, f"once-{placement}", placement=placement,
+                                    seeding="once")
+        episodes = query(store, "SELECT copy, episode, steps, seed FROM episodes")
+        # Seeded at the first reset only: no episode claims a seed of its own.
+        assert all(seed is None for *_, seed in episodes)
+        seen[placement] = (steps, digest, sorted(episodes))
+    assert seen["thread"] == seen["process"]
+    # Each copy's first episode is the one a seed per episode gives; later ones differ.
+    _, _, per_episode = _run(tmp_path, "per-episode")
+    assert seen["thread"][1] != per_episode
+
+
 def test_a_native_vector_environment_resets_its_own_copies(tmp_path, process_tag):
     store, _, digest = _run(tmp_path, "native", copies=3, vector_mode="native", episodes=9)
     episodes = query(store, "SELECT copy, episode, steps, seed FROM episodes")
@@ -162,6 +178,12 @@ def test_a_factory_that_makes_a_vector_environment_is_held_as_it_is(tmp_path, pr
      "environments[0].vector_mode: vector_mode applies to copies"),
     ("env: gymnasium:CartPole-v1\n        copies: 2\n        vector_mode: threads",
      "environments[0].vector_mode"),
+    ("env: gymnasium:CartPole-v1\n        seeding: once",
+     "environments[0].seeding: seeding applies to copies"),
+    ("env: gymnasium:CartPole-v1\n        copies: 2\n        seeding: always",
+     "environments[0].seeding"),
+    ("env: gymnasium:CartPole-v1\n        copies: 2\n        vector_mode: native\n"
+     "        seeding: once", "environments[0].seeding: vector_mode: native seeds its copies"),
 ])
 def test_a_bad_copies_entry_is_exit_2_naming_the_key(tmp_path, process_tag, entry, message):
     text = f"""\

@@ -43,6 +43,34 @@ def test_an_ended_copy_starts_again_in_the_same_step_with_its_seed():
         adapter.close()
 
 
+def test_copies_seeded_once_go_on_from_their_own_generators():
+    """``seeding: once``: the seeds of later episodes are ignored, and each copy continues
+    from the generator its first seed made, as a copy of Gymnasium's own vector does."""
+    adapter = make_vector_environment("gymnasium:CartPole-v1", {}, 3, seeding="once")
+    seeds = np.array([11, 12, 13], dtype=np.uint64)
+    try:
+        outcome = _run_until_an_end(adapter, 3, seeds)
+        assert not adapter.reseeds
+        for copy in outcome.starts.nonzero()[0]:
+            fresh = gymnasium.make("CartPole-v1")
+            fresh.reset(seed=int(copy))  # the first reset's seed (np.arange in _run_until_an_end)
+            while True:
+                _, _, terminated, truncated, _ = fresh.step(1)
+                if terminated or truncated:
+                    break
+            second, _ = fresh.reset()
+            np.testing.assert_array_equal(outcome.observations[copy], second)
+            first_of_given, _ = fresh.reset(seed=int(seeds[copy]))
+            assert not np.array_equal(outcome.observations[copy], first_of_given)
+    finally:
+        adapter.close()
+
+
+def test_an_unknown_seeding_is_refused():
+    with pytest.raises(MosaicError, match="seeding must be one of episode, once"):
+        make_vector_environment("gymnasium:CartPole-v1", {}, 2, seeding="never")
+
+
 def test_max_steps_truncates_and_restarts_a_copy():
     adapter = make_vector_environment("gymnasium:CartPole-v1", {}, 2, max_steps=3)
     try:
