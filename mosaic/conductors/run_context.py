@@ -79,9 +79,11 @@ class Progress:
     #: Hex digest of every step taken so far (set when the simulation stops).
     digest: str | None = None
     #: The digest chain at the last episode end (hex), and where each environment's loop stood
-    #: then: what a checkpoint keeps for a run that continues this one.
+    #: then, with each copy's next episode for an environment with copies: what a checkpoint
+    #: keeps for a run that continues this one.
     chain: str = ""
     positions: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    copy_episodes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     first_step_at: float | None = None
     last_step_at: float | None = None
     #: Why a termination condition ended the run before its episodes (None: it did not).

@@ -60,11 +60,15 @@ def saved_episodes(data: bytes) -> int:
 
 
 def find_checkpoint(root: Path, experiment: str, phase: str, agent: str,
-                    run: str | None = None) -> Path:
+                    run: str | None = None, besides: str | None = None) -> Path:
     """The checkpoint of ``agent`` after ``phase``: of ``run`` (uid or unique prefix) if given,
-    else of the newest run of ``experiment`` that saved one. Raises :class:`CheckpointError`."""
+    else of the newest run of ``experiment`` that saved one, never of the run ``besides``
+    (the run that loads it, whose own checkpoints a resumed run may have left there). Raises
+    :class:`CheckpointError`."""
     folder = root / experiment
-    candidates = sorted(folder.glob(f"*/{phase}/{agent}.npz"), key=lambda p: p.stat().st_mtime)
+    candidates = sorted((path for path in folder.glob(f"*/{phase}/{agent}.npz")
+                         if path.parents[1].name != besides),
+                        key=lambda p: p.stat().st_mtime)
     if run is not None:
         candidates = [p for p in candidates if p.parents[1].name.startswith(run)]
         runs = {p.parents[1].name for p in candidates}
@@ -120,12 +124,14 @@ def load_state(path: str | Path) -> dict[str, np.ndarray]:
 #   ``W0``, ``b0``, ...), so a learner's ``load_checkpoint`` and the RL worker read it as is;
 # * ``brain/state/<name>``: what Brain.state() returned, and ``brain/rng``: its generator;
 # * ``muscle/<uid>/state/<name>`` and ``muscle/<uid>/rng``: the same for each of its muscles;
-# * ``run/digest`` and ``run/<environment>/position``: where the run that saved it stood;
+# * ``run/digest`` and ``run/<environment>/position``: where the run that saved it stood, and
+#   ``run/<environment>/copy_episodes``: each copy's next episode, for an environment with copies;
 # * ``run/episodes``: of a checkpoint saved every N episodes, the episodes its muscle had begun.
 # ``/`` never occurs in a uid, so the parts cannot be confused.
 
 BRAIN, MUSCLE, RUN = "brain/", "muscle/", "run/"
 _STATE, _RNG = "state/", "rng"
+_COPY_EPISODES = "copy_episodes"
 
 
 def rng_state(rng: np.random.Generator) -> np.ndarray:
@@ -176,9 +182,11 @@ class Checkpoint:
     ``brain`` and each of ``muscles`` (by muscle uid) are :func:`learner_arrays` mappings;
     ``digest`` is the run's digest chain at its last episode end (hex; empty: unknown) and
     ``positions`` where each environment's loop stood then: (the number of its next training
-    episode, the evaluation rounds and the evaluation episodes it had run). ``episodes`` is, for
-    a checkpoint saved every N episodes (``checkpoint_every``), how many episodes its muscle had
-    begun when it was saved (0: saved at the end of a phase, or unknown).
+    episode, the evaluation rounds and the evaluation episodes it had run), and
+    ``copy_episodes`` each copy's next episode, for an environment with copies (a file written
+    before copies kept theirs has none). ``episodes`` is, for a checkpoint saved every N
+    episodes (``checkpoint_every``), how many episodes its muscle had begun when it was saved
+    (0: saved at the end of a phase, or unknown).
     """
 
     policy: dict[str, np.ndarray] = field(default_factory=dict)
@@ -187,6 +195,7 @@ class Checkpoint:
     digest: str = ""
     positions: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     episodes: int = 0
+    copy_episodes: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The flat mapping written to the file."""
@@ -198,6 +207,8 @@ class Checkpoint:
             arrays[f"{RUN}digest"] = np.array(self.digest)
         for uid, at in self.positions.items():
             arrays[f"{RUN}{uid}/position"] = np.array(at, dtype=np.int64)
+        for uid, copies in self.copy_episodes.items():
+            arrays[f"{RUN}{uid}/{_COPY_EPISODES}"] = np.array(copies, dtype=np.int64)
         if self.episodes:
             arrays[f"{RUN}episodes"] = np.array(self.episodes, dtype=np.int64)
         return arrays
@@ -223,6 +234,9 @@ class Checkpoint:
                 episode, round_, evaluations = (int(v) for v in np.asarray(value).reshape(3))
                 checkpoint.positions[name[len(RUN):-len("/position")]] = (
                     episode, round_, evaluations)
+            elif name.startswith(RUN) and name.endswith(f"/{_COPY_EPISODES}"):
+                checkpoint.copy_episodes[name[len(RUN):-len(_COPY_EPISODES) - 1]] = tuple(
+                    int(v) for v in np.asarray(value).reshape(-1))
             else:
                 checkpoint.policy[name] = value
         return checkpoint

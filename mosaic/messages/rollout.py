@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mosaic.messages._base import Record, Request, Response
+from mosaic.messages.run_config import EnvironmentPosition
 
 __all__ = [
     "RolloutCollectRequest",
@@ -38,7 +39,9 @@ class RolloutRunRequest(Request):
     ``index`` is the environment's position in the file and ``first_copy`` the number of the
     worker's first copy among the environment's (seeds and records follow from both); ``steps``
     and ``episodes_recorded`` say what the store keeps; ``store_info`` the info keys kept with
-    each step.
+    each step; ``resume`` where the environment's loop stood in the saved run this one
+    continues (None: a fresh start), whose copies the worker's take their episodes' numbers
+    from.
     """
 
     environment_uid: str
@@ -52,6 +55,7 @@ class RolloutRunRequest(Request):
     steps: bool
     episodes_recorded: bool
     store_info: tuple[str, ...] = ()
+    resume: EnvironmentPosition | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +87,8 @@ class RolloutCollectResponse(Response):
     the steps taken and the returns of the episodes ended meanwhile, in order; whether its
     episodes are done (``finished``, with the ``digest`` of its trajectories); ``error``: why it
     stopped stepping before they were (its environment or muscle raised), ``None`` if it did
-    not."""
+    not. Once ``finished``, ``copy_episodes`` holds each of its copies' next episode (see
+    :class:`~mosaic.messages.EnvironmentPosition`), for a run that continues this one."""
 
     worker: str
     records: tuple[Any, ...]
@@ -92,3 +97,4 @@ class RolloutCollectResponse(Response):
     finished: bool
     digest: str = ""
     error: str | None = None
+    copy_episodes: tuple[int, ...] = ()

@@ -93,12 +93,18 @@ class EnvironmentPosition(Record):
     """Where an environment's episode loop stands: the number of its next training episode,
     and the evaluation rounds and evaluation episodes it has run; and, for a run that continues
     its own phase (``--resume`` from a periodic checkpoint), the first episode of that phase
-    (None: the phase starts at ``episode``, as a phase that continues an earlier one does)."""
+    (None: the phase starts at ``episode``, as a phase that continues an earlier one does).
+
+    An environment with ``copies:`` (or ``rollouts:``) numbers each copy's episodes apart:
+    ``copy_episodes`` holds each copy's next episode, in the order of the copies (empty: a
+    per-player loop, or a position saved before copies kept theirs), and ``episode`` is then
+    the first number none of them has taken. A copy it does not name starts at ``episode``."""
 
     episode: int = 0
     evaluation_round: int = 0
     evaluations: int = 0
     first_episode: int | None = None
+    copy_episodes: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,12 @@ episode when the environment reseeds every episode. ``episodes_done`` counts the
 ended over all copies: the run's ``episodes`` is the environment's total, and the episodes
 past it (several copies can end in the last step) are not counted, though the muscle still
 gets their outcome.
+
+Each copy numbers its episodes on its own, and its seeds follow from the numbers. A run that
+continues this one (``load:``, or ``--resume`` of a phase that loads one) starts each copy at
+its next number (:attr:`CopyEpisodes.copy_episodes`): after the copy's last ended episode, and
+after the one under way when the run stopped if that took a step (its steps are stored under
+its number), so no number or seed of the saved run is taken again.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from mosaic.messages import (
     AgentBatchRequest,
     AgentBatchResponse,
     BatchOutcome,
+    EnvironmentPosition,
     Request,
     Response,
     VectorResetRequest,
@@ -45,7 +52,8 @@ class CopyEpisodes(Episodes):
     ``reseeds``: whether the environment seeds every episode of every copy with the seeds it
     is sent (else it seeds them all once, at the first reset). ``first_copy``: the number of
     the first copy among the environment's, for copies stepped apart (a rollout worker's):
-    seeds and records number the copies from it.
+    seeds and records number the copies from it. ``episode`` holds each copy's episode under
+    way, ``step`` the steps it has taken in it.
     """
 
     expects = VectorStepResponse
@@ -69,12 +77,32 @@ class CopyEpisodes(Episodes):
         self.seeds = np.zeros(copies, dtype=np.uint64)
         self.next_seeds = np.zeros(copies, dtype=np.uint64)
 
+    @property
+    def position(self) -> tuple[int, int, int] | None:
+        return max(self.copy_episodes), 0, 0
+
+    @property
+    def copy_episodes(self) -> tuple[int, ...]:
+        # An episode under way that took no step (only its reset) is begun again by a run that
+        # continues this one: none of it is stored.
+        return tuple(int(number) for number in self.episode + (self.step > 0))
+
+    def resume(self, at: EnvironmentPosition) -> None:
+        """Start each copy at its next episode in ``at`` (this loop's copies are the
+        environment's from ``first_copy`` on), one that ``at`` does not name at
+        ``at.episode``; ``episodes`` still counts this run's episodes."""
+        first = self.first_copy
+        saved = at.copy_episodes[first:first + self.copies]
+        self.episode[:] = at.episode
+        self.episode[:len(saved)] = saved
+
     def request(self) -> Request:
         if not self.needs_reset:
             return VectorStepRequest(self.actions, self.next_seeds)
         seed, index, first = self.schedule.seed, self.index, self.first_copy
         for copy in range(self.copies):
-            self.next_seeds[copy] = episode_seed(seed, index, 0, first + copy)
+            self.next_seeds[copy] = episode_seed(seed, index, int(self.episode[copy]),
+                                                 first + copy)
         return VectorResetRequest(self.next_seeds)
 
     def accept(self, reply: Response) -> None:
@@ -127,9 +155,13 @@ class CopyEpisodes(Episodes):
         self.step += acted
         ended = (terminated | truncated) & acted
         for copy in ended.nonzero()[0].tolist():
-            self._end_episode(copy, bool(terminated[copy]), bool(truncated[copy]))
             if self.finished:
-                return
+                # Past the environment's total: neither counted nor recorded, but its steps
+                # are stored under its number, which a continuing run does not take again.
+                self.episode[copy] += 1
+                self.step[copy] = 0
+            else:
+                self._end_episode(copy, bool(terminated[copy]), bool(truncated[copy]))
 
     def _end_episode(self, copy: int, terminated: bool, truncated: bool) -> None:
         ledger = self.ledger
@@ -144,6 +176,7 @@ class CopyEpisodes(Episodes):
                                   int(self.step[copy]), total, {self.slot: total}, terminated,
                                   truncated, seed, self.first_copy + copy, chain=chain)
         self.episode[copy] += 1
+        self.step[copy] = 0  # until its next episode's first step (the next answer's, if late)
         self.episodes_done += 1
         if self.episodes_done >= self.schedule.episodes:
             self.finished = True

@@ -101,6 +101,12 @@ class Episodes(ABC):
         episode, the evaluation rounds and the evaluation episodes done (None: it has none)."""
         return None
 
+    @property
+    def copy_episodes(self) -> tuple[int, ...] | None:
+        """Each copy's next training episode, for a run that continues this one (None: a loop
+        without copies; see :class:`~mosaic.messages.EnvironmentPosition`)."""
+        return None
+
     def resume(self, at: EnvironmentPosition) -> None:  # noqa: B027 - optional for a loop
         """Start at ``at``, where a saved run's loop stood. A loop without a position starts
         afresh (its episodes continue the digest chain all the same)."""

@@ -399,6 +399,7 @@ class Executor:
                                   phase_run_uid(self.experiment, base_uid, phase)))
         agents = []
         resume: ResumePoint | None = None
+        loaded: Path | None = None  # where the position comes from, or the first checkpoint
         for agent in config.agents:
             spec, load = agent.load, None
             if spec is not None:
@@ -410,7 +411,10 @@ class Executor:
                         raise CheckpointError(f"agent {agent.uid!r}: phase {spec.phase!r} "
                                               f"saved no checkpoint of agent {who!r} ({load})")
                 else:
-                    load = find_checkpoint(root, source, spec.phase, who, spec.run)
+                    # Never the run's own: a run resumed after its command died may have
+                    # saved one (checkpoint_every) that is newer than what it loaded.
+                    load = find_checkpoint(root, source, spec.phase, who, spec.run,
+                                           besides=base_uid if source == experiment else None)
             else:
                 load = next((path for path in (checkpoint_path(root, experiment, base_uid, phase,
                                                                agent.uid)
@@ -423,6 +427,10 @@ class Executor:
             agents.append(dataclasses.replace(agent, checkpoints=paths))
             if resume is None and load is not None and config.mode != "test":
                 resume = _resume_point(load)
+                if resume is not None or loaded is None:
+                    loaded = load
+        if loaded is not None:
+            _warn_of_copies_without_position(config, resume, loaded)
         return dataclasses.replace(config, agents=tuple(agents), resume=resume)
 
     def _run(self, experiment_id: int, run_uid: str, index: int, seed: int,
@@ -475,7 +483,7 @@ class Executor:
         if status != "failed":  # else a brain may have died before its last save
             # Saved on a Ray node, a checkpoint is here once written back from the store.
             restore_checkpoints(files, functools.partial(self.store.saved_checkpoint, run_uid))
-            _save_position(config, progress.chain, progress.positions)
+            _save_position(config, progress.chain, progress.positions, progress.copy_episodes)
         if status == "finished":  # nothing to continue from any more
             for agent in config.agents:
                 if agent.checkpoints is not None and agent.checkpoints.save is not None:
@@ -599,14 +607,30 @@ def _resume_point(path: Path) -> ResumePoint | None:
     saved = read_checkpoint(path)
     if not (saved.digest or saved.positions):
         return None
-    return ResumePoint(saved.digest, {uid: EnvironmentPosition(*at)
-                                      for uid, at in saved.positions.items()})
+    return ResumePoint(saved.digest, {
+        uid: EnvironmentPosition(*at, copy_episodes=saved.copy_episodes.get(uid, ()))
+        for uid, at in saved.positions.items()})
 
 
-def _save_position(config: RunConfig, chain: str,
-                   positions: dict[str, tuple[int, int, int]]) -> None:
-    """Add where the run stood (its digest chain, each environment's position) to the
-    checkpoints its brains saved, so that a run that loads one continues from there.
+def _warn_of_copies_without_position(config: RunConfig, resume: ResumePoint | None,
+                                     path: Path) -> None:
+    """Say so when an environment with copies continues from a checkpoint that keeps no
+    position for it (one saved before mosaic kept the copies', one saved every N episodes, or
+    one of another environment): its copies number their episodes from 0, with the seeds of a
+    fresh run."""
+    for env in config.environments:
+        if env.copies and (resume is None or env.uid not in resume.positions):
+            log.warning("run of %s: %s keeps no position for environment %r; its copies "
+                        "number their episodes from 0 again, with the seeds of a fresh run "
+                        "(a checkpoint saved before mosaic kept the copies' positions has "
+                        "none)", config.experiment, path, env.uid)
+
+
+def _save_position(config: RunConfig, chain: str, positions: dict[str, tuple[int, int, int]],
+                   copy_episodes: dict[str, tuple[int, ...]]) -> None:
+    """Add where the run stood (its digest chain, each environment's position and copies'
+    next episodes) to the checkpoints its brains saved, so that a run that loads one continues
+    from there.
 
     A checkpoint that cannot be read or written is logged and left as it is: the run's own
     outcome does not depend on it.
@@ -618,6 +642,7 @@ def _save_position(config: RunConfig, chain: str,
         try:
             saved = read_checkpoint(save)
             saved.digest, saved.positions = chain, dict(positions)
+            saved.copy_episodes = dict(copy_episodes)
             write_checkpoint(save, saved)
         except CheckpointError as error:
             log.error("run of %s: the position was not saved: %s", config.experiment, error)

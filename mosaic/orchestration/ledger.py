@@ -46,6 +46,9 @@ class _Loop(Protocol):
     @property
     def position(self) -> tuple[int, int, int] | None: ...
 
+    @property
+    def copy_episodes(self) -> tuple[int, ...] | None: ...
+
 
 class Ledger:
     """The run-wide book of the episode loops.
@@ -133,12 +136,15 @@ class Ledger:
 
     def report_position(self) -> None:
         """The run's digest, and where it stands for a run that continues it: the chain at
-        the last episode end and each (copy-less) environment's position."""
+        the last episode end, each environment's position and, with copies, each copy's next
+        episode."""
         progress = self.progress
         progress.digest = self.digest.hexdigest()
         progress.chain = self.chain
         progress.positions = {loop.uid: position for loop in self.loops
                               if (position := loop.position) is not None}
+        progress.copy_episodes = {loop.uid: copies for loop in self.loops
+                                  if (copies := loop.copy_episodes) is not None}
 
 
 def chained(chain: str) -> hashlib.blake2b:

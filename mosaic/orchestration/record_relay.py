@@ -65,6 +65,7 @@ def snapshot(progress: Progress) -> dict[str, Any]:
     plain["agent_return_sums"] = dict(progress.agent_return_sums)
     plain["agent_episodes"] = dict(progress.agent_episodes)
     plain["positions"] = {uid: list(at) for uid, at in progress.positions.items()}
+    plain["copy_episodes"] = {uid: list(at) for uid, at in progress.copy_episodes.items()}
     plain["recent_returns"] = list(progress.recent_returns)
     plain["reported"] = [list(pair) for pair in progress.reported]
     plain["agent_recent_returns"] = {agent: list(recent) for agent, recent
@@ -125,6 +126,8 @@ def _take_progress(fields: Mapping[str, Any], progress: Progress) -> None:
                                in fields.get("agent_episodes", {}).items()}
     progress.positions = {uid: (int(at[0]), int(at[1]), int(at[2]))
                           for uid, at in fields.get("positions", {}).items()}
+    progress.copy_episodes = {uid: tuple(int(episode) for episode in at)
+                              for uid, at in fields.get("copy_episodes", {}).items()}
     progress.reported = [(int(step), float(value))
                          for step, value in fields.get("reported", ())]
     progress.recent_returns.clear()

@@ -8,7 +8,9 @@ simulation controller starts each one as it starts an environment
 (:class:`~mosaic.messages.MuscleSetupRequest`), which talks to its brain over the brain's socket
 as any muscle does; then, on :class:`~mosaic.messages.RolloutRunRequest`, the worker steps its
 copies through the step core (:class:`~mosaic.orchestration.copy_episodes.CopyEpisodes`), calling
-the environment and the muscle in its own thread, until its share of the episodes has ended.
+the environment and the muscle in its own thread, until its share of the episodes has ended. In a
+run that continues a saved one, its copies start at their next episodes in the saved position;
+once done, it tells where they stand, for the run after.
 
 What the step core records (step rows, episode records, metrics) waits in the worker until the
 controller collects it (:class:`~mosaic.messages.RolloutCollectRequest`, a few times a second);
@@ -139,6 +141,8 @@ class RolloutWorker(Component):
                                   {slot: request.agent_uid}, ledger, schedule, recording,
                                   self._ask, slot, vector.copies, vector.reseeds,
                                   first_copy=request.first_copy)
+        if request.resume is not None:
+            self._core.resume(request.resume)
         if request.episodes <= 0:
             self._core.finished = True
             self._retire_muscle()
@@ -266,11 +270,13 @@ class RolloutWorker(Component):
         returns, ledger.ended = tuple(ledger.ended), []
         finished = core.finished and self._muscle_done
         digest = ""
+        copy_episodes: tuple[int, ...] = ()
         if finished:
             ledger.report_position()
             digest = progress.digest or ""
+            copy_episodes = core.copy_episodes
         return RolloutCollectResponse(self.uid, records, steps, returns, finished, digest,
-                                      self.failure)
+                                      self.failure, copy_episodes)
 
     def on_shutdown(self) -> None:
         muscle = self._muscle

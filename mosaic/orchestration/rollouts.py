@@ -11,6 +11,11 @@ step, as the workers' progress between two collects depends on timing.
 The run's digest: a worker's digest when the run has one worker, else the hash of every
 worker's digest in the order of the file and of the workers. With one worker, the run's
 trajectories are those of the per-step loop with the same ``copies:``, and so is its digest.
+
+A run that continues a saved one (``load:``) hands each worker the saved position, from which
+its copies take their next episodes, as the per-step loop's do; each worker tells its copies'
+next episodes once its own are done, and the environment's position is theirs in the order of
+the copies. A worker's digest starts afresh: a continued run's digest covers its own steps.
 """
 
 from __future__ import annotations
@@ -51,7 +56,8 @@ _KINDS = frozenset({"steps", "episode", "metrics"})
 
 @dataclass
 class Worker:
-    """One rollout worker: its uid, client and placement, its first copy and its episodes."""
+    """One rollout worker: its uid, client and placement, its first copy and its episodes;
+    once finished, its digest and each of its copies' next episode."""
 
     uid: str
     client: RequestClient
@@ -61,6 +67,7 @@ class Worker:
     episodes: int
     finished: bool = False
     digest: str = ""
+    copy_episodes: tuple[int, ...] = ()
 
 
 @dataclass
@@ -84,7 +91,16 @@ class Rollout:
 
     @property
     def position(self) -> tuple[int, int, int] | None:
-        return None  # a continued run starts its rollout workers afresh
+        copies = self.copy_episodes
+        return None if copies is None else (max(copies), 0, 0)
+
+    @property
+    def copy_episodes(self) -> tuple[int, ...] | None:
+        """Each copy's next episode, the workers' in order; None unless every worker told
+        its own (one that died before its end did not, and its run failed)."""
+        if not all(worker.copy_episodes for worker in self.workers):
+            return None
+        return tuple(episode for worker in self.workers for episode in worker.copy_episodes)
 
     @property
     def agent(self) -> str:
@@ -135,10 +151,12 @@ class RolloutSet:
         """Set every worker stepping (their muscles set up)."""
         ctx = self.ctx
         self.stepping = True
+        resume = ctx.config.resume
         sent = [(worker, worker.client.send(RolloutRunRequest(
             rollout.uid, ctx.run_id, schedule.seed, rollout.index, worker.first_copy,
             worker.episodes, schedule.max_steps, rollout.agent, rollout.recording.steps,
-            rollout.recording.episodes, rollout.recording.info)))
+            rollout.recording.episodes, rollout.recording.info,
+            None if resume is None else resume.positions.get(rollout.uid))))
             for rollout, worker in self.workers()]
         for worker, correlation_id in sent:
             worker.client.receive(correlation_id, ctx.timeouts.setup, RolloutRunResponse,
@@ -210,6 +228,7 @@ class RolloutSet:
         if answer.finished:
             worker.finished = True
             worker.digest = answer.digest
+            worker.copy_episodes = answer.copy_episodes
         return answer.error
 
     def digest(self) -> str:

@@ -150,7 +150,7 @@ SCHEMA: dict[str, tuple[type, tuple[str, ...]]] = {
     "LoadSpec": (Record, ("phase", "agent", "run", "experiment")),
     "CheckpointPaths": (Record, ("save", "load")),
     "EnvironmentPosition": (Record, ("episode", "evaluation_round", "evaluations",
-                                     "first_episode")),
+                                     "first_episode", "copy_episodes")),
     "ResumePoint": (Record, ("digest", "positions")),
     "EnvironmentPlan": (Record, ("uid", "env", "kind", "params", "placement", "policy_mapping",
                                  "record_steps", "copies", "vector_mode", "wrappers",
@@ -176,12 +176,12 @@ SCHEMA: dict[str, tuple[type, tuple[str, ...]]] = {
     "RolloutHost": (Record, ("worker", "endpoint", "placement", "group")),
     "RolloutRunRequest": (Request, ("environment_uid", "run_id", "seed", "index", "first_copy",
                                     "episodes", "max_steps", "agent_uid", "steps",
-                                    "episodes_recorded", "store_info")),
+                                    "episodes_recorded", "store_info", "resume")),
     "RolloutRunResponse": (Response, ("worker",)),
     "RolloutCollectRequest": (Request, ("worker",)),
     "RolloutStopRequest": (Request, ("worker",)),
     "RolloutCollectResponse": (Response, ("worker", "records", "steps", "returns", "finished",
-                                          "digest", "error")),
+                                          "digest", "error", "copy_episodes")),
 }
 
 MOSAIC_CLASSES = {

@@ -319,7 +319,7 @@ def test_copies_count_no_episode_past_the_environments_total() -> None:
     assert loop.episodes_done == 1 and ledger.progress.episodes == 1
     ((args, _kwargs),) = book.episodes
     assert args[8] is None  # a vector that seeds its copies itself: no seed per episode
-    assert loop.position is None
+    assert loop.copy_episodes == (1, 1)  # see tests/orchestration/test_copy_resume.py
 
 
 @pytest.mark.parametrize("acted", [[True, False], [False, True]])
