@@ -65,8 +65,10 @@ def test_every_figure_in_a_header_is_one_the_benchmark_checks() -> None:
                     f"check; write it as '#   seed N: <phase> <measure> <value>'")
         data = yaml.safe_load(path.read_text())
         tests = [phase["name"] for phase in data.get("phases") or [] if phase.get("mode") == "test"]
-        # A learner's example says what its test phase reaches (the parser found it).
-        assert all(any(figure.phase == name for figure in figures) for name in tests), path.name
+        # A learner's example says what its test phase reaches (the parser found it), unless
+        # the benchmark cannot run it (it needs servers of its own).
+        assert path.stem in bench.NOT_RUN or all(
+            any(figure.phase == name for figure in figures) for name in tests), path.name
         if not figures:
             continue
         assert path.stem not in bench.NOT_RUN
