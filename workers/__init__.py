@@ -16,6 +16,7 @@ answer ``--help``. They also accept MOSAIC's launcher flags (``--run-id --env-na
 ``chess_worker``          an LLM playing PettingZoo chess (FEN, legal moves, one conversation)
 ``balrog_worker``         an LLM playing BabyAI / MiniGrid from BALROG-style text
 ``vlm_worker``            a vision LLM sent each image observation
+``bdi_worker``            an AgentSpeak plan library, a BDI agent (:mod:`mosaic.operators.bdi`)
 ``human_worker``          keyboard input on a terminal
 ========================  ===========================================================
 """

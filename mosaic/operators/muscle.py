@@ -23,7 +23,7 @@ factory is called with ``params`` as keyword arguments, plus those of ``action_s
 set.
 
 *As a worker subprocess*, with ``type`` (``llm``, ``random``, ``rl``, ``scripted``, ``passive``,
-``human`` or ``command``): ``settings`` are the worker's options, those of its type in an
+``bdi``, ``human`` or ``command``): ``settings`` are the worker's options, those of its type in an
 evaluation file (:mod:`mosaic.operators.evaluation.schema`, checked with the same models),
 ``command`` the argv of a ``command`` worker, and ``task``
 (e.g. ``FrozenLake-v1``) and ``env_name`` name the game to the worker (the LLM worker puts them in
@@ -64,6 +64,11 @@ fallback, ``llm.fallback.<reason>``) in the run's ``metrics`` table. At the end 
 an operator whose share of fallback actions so far is above ``max_fallback_fraction`` fails the
 run with an :class:`OperatorError` that names the endpoint and the first error. Teardown logs
 each LLM operator's tally.
+
+BDI accounting: an operator whose actions carry a BDI account (the ``bdi`` worker's ``bdi``
+reply field, or an in-process :class:`~mosaic.operators.bdi.BdiOperator`'s ``last_decision``)
+has, at the end of each episode, its fallback actions (steps in which no plan acted) and plan
+failures of the episode reported as the metrics ``bdi.fallbacks`` and ``bdi.plan_failures``.
 
 Why one file of this length: most of it is this documentation of the params, which is what a
 user reads; the code is the muscle and the two ways it builds an operator for a slot.
@@ -157,6 +162,8 @@ class _AgentWorker(NamedOperator):
         self.tokens: Mapping[str, Any] | None = None
         #: The ``llm`` account of the last action, if the worker sent one.
         self.account: dict[str, Any] | None = None
+        #: The ``bdi`` account of the last action, if the worker sent one.
+        self.bdi: Mapping[str, Any] | None = None
 
     def start(self, env_name: str | None, task: str | None, settings: Mapping[str, Any],
               timeout: float) -> None:
@@ -179,6 +186,8 @@ class _AgentWorker(NamedOperator):
         if isinstance(tokens, Mapping):
             self.tokens = tokens
         self.account = account_of(reply)
+        bdi = reply.get("bdi")
+        self.bdi = bdi if isinstance(bdi, Mapping) else None
         return reply["action"]
 
     def on_step_result(self, observation: Any, action: Any, reward: float, terminated: bool,
@@ -200,6 +209,8 @@ class _Lane:
     steps: int = 0
     total_reward: float = 0.0
     llm: FallbackTally | None = None
+    #: The episode's BDI fallbacks and plan failures, once an action carried a BDI account.
+    bdi: list[int] | None = None
 
     def error(self, phase: str, error: BaseException) -> OperatorError:
         description = self.description
@@ -324,6 +335,7 @@ class OperatorMuscle(Muscle):
             seed = int(rng.integers(_SEED_BOUND))
             lane.episode += 1
             lane.steps, lane.total_reward, lane.last_action = 0, 0.0, None
+            lane.bdi = [0, 0] if lane.bdi is not None else None
             try:
                 lane.operator.reset(seed)
             except Exception as error:
@@ -347,6 +359,12 @@ class OperatorMuscle(Muscle):
             raise lane.error(f"select an action for slot {slot!r}", error) from error
         if lane.worker is not None and lane.worker.account is not None:
             self._account(lane, lane.worker.account)
+        bdi = _bdi_account(lane)
+        if bdi is not None:
+            counts = lane.bdi if lane.bdi is not None else [0, 0]
+            counts[0] += int(bdi.get("source") == "fallback")
+            counts[1] += int(bdi.get("plan_failures") or 0)
+            lane.bdi = counts
         if action is None:
             action = self._noop_for(lane, legal)
         else:
@@ -393,6 +411,10 @@ class OperatorMuscle(Muscle):
                     hook(EpisodeSummary(max(lane.episode, 0), lane.total_reward, lane.steps))
         except Exception as error:
             raise lane.error("take the step result", error) from error
+        if (terminated or truncated) and lane.bdi is not None:
+            self.context.log_metric("bdi.fallbacks", lane.bdi[0])
+            self.context.log_metric("bdi.plan_failures", lane.bdi[1])
+            lane.bdi = [0, 0]
         if (terminated or truncated) and lane.llm is not None and lane.llm.exceeds(
                 self._max_fallbacks):
             raise lane.error("act from its model", MosaicError(
@@ -450,6 +472,19 @@ def _make_in_process(spec: InProcessSpec, operator_id: str, slot: Slot, seed: in
                 and parameter.kind is not inspect.Parameter.POSITIONAL_ONLY):
             kwargs[name] = offered[name]
     return factory(**kwargs)
+
+
+def _bdi_account(lane: _Lane) -> Mapping[str, Any] | None:
+    """The BDI account of the lane's last action: its worker's ``bdi`` reply field, or an
+    in-process operator's ``last_decision`` (:class:`~mosaic.operators.bdi.Decision`)."""
+    if lane.worker is not None:
+        return lane.worker.bdi
+    decision = getattr(lane.operator, "last_decision", None)
+    account = getattr(decision, "account", None)
+    if not callable(account):
+        return None
+    result = account()
+    return result if isinstance(result, Mapping) else None
 
 
 def _in_space(action: Any, space: Any) -> bool:

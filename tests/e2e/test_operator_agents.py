@@ -147,6 +147,6 @@ def test_a_bad_operator_is_refused_at_load_with_file_line_and_key(
     assert "Traceback" not in result.stderr
     assert result.stderr.splitlines() == [
         f"error: {path}:11: agents[0].muscle.params.operator.type: expected one of random, "
-        "passive, scripted, rl, llm, human, command, got the text 'lmm' "
+        "passive, scripted, rl, llm, bdi, human, command, got the text 'lmm' "
         "(hint: did you mean 'llm'?)"]
     assert not store.exists()  # nothing started; process_tag checks that no worker did either

@@ -135,7 +135,7 @@ def test_mosaic_evaluate_runs_a_packages_kind_with_its_settings(plugin: Path,
     ("constant", {"action": -1}, "operators[0].settings.action: "),
     ("constant", {"acton": 1}, "operators[0].settings.acton: "),
     ("constnt", {}, "operators[0].type: expected one of random, passive, scripted, rl, llm, "
-                    "human, command, constant, got the text 'constnt' "
+                    "bdi, human, command, constant, got the text 'constnt' "
                     "(hint: did you mean 'constant'?)"),
 ])
 def test_a_bad_type_or_setting_of_a_packages_kind_is_refused_at_the_key(

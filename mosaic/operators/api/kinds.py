@@ -98,6 +98,8 @@ BUILTIN_KINDS: Mapping[str, OperatorKind] = {kind.name: kind for kind in (
     OperatorKind("llm", "workers.llm_worker",
                  description="a language model behind an OpenAI-compatible endpoint "
                              "(workers by game: llm, chess, balrog, vlm)"),
+    OperatorKind("bdi", "workers.bdi_worker",
+                 description="an AgentSpeak plan library, a BDI agent (settings.plan_library)"),
     OperatorKind("human", "workers.human_worker", description="a person at a terminal"),
     OperatorKind("command", None,
                  description="any worker program given as a command list (MOSAIC's too)"),

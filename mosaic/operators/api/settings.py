@@ -17,6 +17,7 @@ from mosaic.core.config_problems import Problem, StrictModel, raise_problems
 
 __all__ = [
     "SETTINGS_MODELS",
+    "BdiSettings",
     "CommandSettings",
     "HumanSettings",
     "LlmSettings",
@@ -131,6 +132,37 @@ class LlmSettings(_CommonSettings):
         return self
 
 
+class BdiSettings(_CommonSettings):
+    """Settings of a ``bdi`` operator (:mod:`mosaic.operators.bdi`); the plan library is read
+    and checked here, so that an error in it is reported with its file and line when the
+    file that names it is checked."""
+
+    plan_library: Annotated[
+        str, Field(min_length=1, description="the path of an AgentSpeak .asl file")
+    ]
+    action_names: list[str] | None = None
+    max_cycles: Annotated[
+        int | None, Field(ge=1, description="a whole number >= 1 (reasoning cycles per step "
+                                            "before the fallback)")
+    ] = None
+    fallback: Literal["noop", "first-legal", "random"] = "noop"
+
+    @model_validator(mode="after")
+    def _readable_plan_library(self) -> BdiSettings:
+        try:
+            from mosaic.operators.bdi import load_plan_library
+        except ImportError as error:  # MissingExtra names the extra
+            raise_problems(Problem(("plan_library",), str(error)))
+        try:
+            load_plan_library(self.plan_library)
+        except ValueError as error:  # PlanLibraryError: the file, line and message
+            in_file = getattr(error, "line", None) is not None
+            raise_problems(Problem(("plan_library",), str(error),
+                                   "fix the plan library (AgentSpeak, as the agentspeak package "
+                                   "reads it)" if in_file else "check the path"))
+        return self
+
+
 class HumanSettings(_CommonSettings):
     """Settings of a ``human`` operator."""
 
@@ -154,6 +186,7 @@ SETTINGS_MODELS: dict[str, type[StrictModel]] = {
     "scripted": ScriptedSettings,
     "rl": RlSettings,
     "llm": LlmSettings,
+    "bdi": BdiSettings,
     "human": HumanSettings,
     "command": CommandSettings,
 }

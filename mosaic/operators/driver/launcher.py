@@ -20,6 +20,8 @@ every type     ``env_kwargs`` (dict), ``render_every`` (int), ``render_mode``, `
                ``system_prompt``, ``action_names``, ``keep_proxy_env`` (bool), ``worker``
                (``auto``, ``llm``, ``chess``, ``balrog``, ``vlm``), and for chess
                ``move_retries`` and ``notation`` (``san`` or ``uci``)
+``bdi``        ``plan_library`` (required: an AgentSpeak ``.asl`` file), ``action_names``,
+               ``max_cycles``, ``fallback`` (``noop``, ``first-legal``, ``random``)
 ``human``      ``tty`` (default: the launcher's own terminal), ``action_names``
 a plug-in's    its own settings, one JSON object in ``--settings`` (:mod:`..api.kinds`)
 =============  ====================================================================================
@@ -81,6 +83,7 @@ _SPECIFIC: dict[str, set[str]] = {
     "llm": {"base_url", "model", "model_id", "api_key_env", "fallback", "timeout", "max_retries",
             "retry_backoff", "temperature", "max_tokens", "system_prompt", "action_names",
             "keep_proxy_env", "worker", "move_retries", "notation"},
+    "bdi": {"plan_library", "action_names", "max_cycles", "fallback"},
     "human": {"tty", "action_names"},
     "command": set(),
 }
@@ -240,6 +243,17 @@ class OperatorLauncher:
                             config.operator_id)
             else:
                 args += ["--action-names", _names(s["action_names"])]
+        return args
+
+    def _build_bdi_command(self, config: OperatorConfig, run_id: str) -> list[str]:
+        s = config.settings
+        args = ["--plan-library", str(_required(config, "plan_library"))]
+        if s.get("action_names"):
+            args += ["--action-names", _names(s["action_names"])]
+        if s.get("max_cycles") is not None:
+            args += ["--max-cycles", str(int(s["max_cycles"]))]
+        if s.get("fallback"):
+            args += ["--fallback", str(s["fallback"])]
         return args
 
     def _build_human_command(self, config: OperatorConfig, run_id: str) -> list[str]:

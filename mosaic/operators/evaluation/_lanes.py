@@ -164,6 +164,8 @@ class Lane:
                 tally.add(account)
             account.pop("endpoint", None)  # in every reply; the tally keeps it once
             record["llm"] = account
+        if isinstance(reply.get("bdi"), Mapping):  # a BDI worker's account of its decision
+            record["bdi"] = dict(reply["bdi"])
         self._write(record)
 
     def _tallies(self) -> tuple[FallbackTally, FallbackTally]:

@@ -5,7 +5,7 @@ An evaluation file is YAML::
     uid: cartpole-baselines          # names the run and its telemetry file
     operators:                       # one worker subprocess each, each with its own environment
       - id: random
-        type: random                 # random, passive, scripted, rl, llm, human or command
+        type: random                 # random, passive, scripted, rl, llm, bdi, human or command
         env: CartPole-v1             # a Gymnasium id ("package.module:Env-v0" imports first)
         env_kwargs: {}               # passed to gymnasium.make
         settings: {}                 # type-specific worker settings
@@ -35,7 +35,9 @@ seed stream: operator *i* gets the seed ``operator_seed(seed, i)`` (:mod:`mosaic
 ``api_key_env``, ``fallback``, ``timeout``, ``max_retries``, ``retry_backoff``, ``temperature``,
 ``max_tokens``, ``system_prompt``, ``action_names``, ``keep_proxy_env``, ``worker`` (``auto``:
 the worker of ``env``, or ``llm``, ``chess``, ``balrog``, ``vlm``; see
-:mod:`mosaic.operators.api.llm_routing`), ``move_retries``, ``notation``; ``human``: ``tty``,
+:mod:`mosaic.operators.api.llm_routing`), ``move_retries``, ``notation``; ``bdi``:
+``plan_library`` (required, an AgentSpeak ``.asl`` file, read from the working directory else
+beside the file), ``action_names``, ``max_cycles``, ``fallback``; ``human``: ``tty``,
 ``action_names``. A ``command`` worker
 takes no settings: its options go in its ``command`` list, and the driver (not the worker)
 enforces ``max_steps`` for it. A relative ``telemetry`` path (and the default
@@ -60,6 +62,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from mosaic.core.config_problems import (
@@ -72,6 +75,7 @@ from mosaic.core.config_problems import (
 )
 from mosaic.core.config_yaml import FileKind, empty_file, read_document, require_mapping
 from mosaic.core.errors import ConfigError
+from mosaic.core.imports import add_user_folder
 from mosaic.operators.api.config import OPERATOR_TYPES
 from mosaic.operators.api.kinds import settings_problems
 from mosaic.operators.api.llm_routing import llm_worker_problems
@@ -168,6 +172,9 @@ def load_evaluation(path: str | os.PathLike[str]) -> EvaluationConfig:
     """
     source = os.fspath(path)
     document = read_document(source, _EVALUATION)
+    # What the file names beside it (a BDI operator's plan library) is found wherever the
+    # command runs, as an experiment file's modules are.
+    add_user_folder(Path(source).expanduser().resolve().parent)
     if document.data is None:  # a recursive alias kept the document from being built
         raise config_error(source, document.problems, document.positions)
     return _validated(document.data, source, document.positions, document.problems)

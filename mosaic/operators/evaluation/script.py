@@ -29,7 +29,9 @@ Telemetry is one JSON object per line::
 
 ``llm`` is there only for operators whose replies account for LLM calls: a step's is the
 worker's account of that action without the endpoint (:mod:`mosaic.operators.llm_accounting`),
-an episode's adds them up. The step that ends an episode is written even when its
+an episode's adds them up. ``bdi`` is a BDI worker's account of a step's decision
+(``source``: ``plan`` or ``fallback``, ``reason``, ``cycles``, ``plan_failures``;
+:mod:`mosaic.operators.bdi`). The step that ends an episode is written even when its
 ``episode_end`` never comes (the operator then fails in phase ``episode_end``).
 
 Only ``run_end`` carries a wall-clock value, so the same evaluation file with the same workers
