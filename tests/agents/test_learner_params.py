@@ -68,7 +68,8 @@ LEARNERS = {
         TabularQBrain, TabularQMuscle, spaces.Discrete(4),
         {"learning_rate": 0.1, "discount": 0.99, "update_every": 0, "initial_value": 0.0,
          "epsilon": None, "epsilon_start": 1.0, "epsilon_end": 0.05,
-         "epsilon_decay_episodes": 200, "load_checkpoint": None, "save_checkpoint": None},
+         "epsilon_decay_episodes": 200, "load_checkpoint": None, "save_checkpoint": None,
+         "agent_id": "none"},
         ("learning_rate", 7, "expected a number in (0, 1] (the step size alpha)"),
         ("learning_rat", "learning_rate")),
     "policy_gradient": Learner(
@@ -76,7 +77,7 @@ LEARNERS = {
         {"hidden_sizes": [64, 64], "learning_rate": 0.003, "value_learning_rate": 0.003,
          "value_iterations": 20, "discount": 0.99, "gae_lambda": 1.0, "batch_episodes": 8,
          "entropy_coef": 0.0, "normalize_advantages": True, "max_grad_norm": 1.0,
-         "load_checkpoint": None, "save_checkpoint": None},
+         "load_checkpoint": None, "save_checkpoint": None, "agent_id": "none"},
         ("batch_episodes", 0, "expected a whole number >= 1 (episodes per update)"),
         ("batch_episode", "batch_episodes")),
     "ppo": Learner(
@@ -85,7 +86,7 @@ LEARNERS = {
          "discount": 0.99, "gae_lambda": 0.95, "learning_rate": 3e-4, "hidden_sizes": [64, 64],
          "entropy_coef": 0.0, "value_coef": 0.5, "max_grad_norm": 0.5,
          "normalize_advantages": True, "initial_log_std": 0.0, "load_checkpoint": None,
-         "save_checkpoint": None},
+         "save_checkpoint": None, "agent_id": "none"},
         ("gae_lambda", 1.5, "expected a number in [0, 1]"), ("rollout_step", "rollout_steps")),
     "dqn": Learner(
         DQNBrain, DQNMuscle, BOX,
@@ -93,7 +94,8 @@ LEARNERS = {
          "buffer_size": 50_000, "batch_size": 128, "learning_starts": 1_000, "train_every": 1,
          "target_update_every": 250, "tau": 0.0, "double_dqn": True, "huber_delta": 1.0,
          "max_grad_norm": 10.0, "sync_every": 10, "epsilon_start": 1.0, "epsilon_end": 0.01,
-         "epsilon_decay_steps": 10_000, "load_checkpoint": None, "save_checkpoint": None},
+         "epsilon_decay_steps": 10_000, "load_checkpoint": None, "save_checkpoint": None,
+         "agent_id": "none"},
         ("tau", 2, "expected a value <= 1.0"), ("learning_start", "learning_starts")),
 }
 

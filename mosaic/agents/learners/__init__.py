@@ -17,7 +17,10 @@
   call order, for tests and debugging; real runs go through ``mosaic experiment-start``.
 
 Each takes PettingZoo's ``{"observation", "action_mask"}`` observations as they are and plays
-only the legal actions (connect_four_v3, tictactoe_v3, ...).
+only the legal actions (connect_four_v3, tictactoe_v3, ...). Each serves several slots with one
+network or table (parameter sharing: ``policy_mapping`` maps several env agents to the agent),
+keeping every slot's trajectory apart; the network learners take ``agent_id: one_hot`` to see
+which slot acts (:class:`~mosaic.agents.learners._common.AgentIds`).
 
 Name them in an experiment file as ``mosaic.agents.learners:TabularQBrain`` and so on. Each
 brain's ``greedy_checkpoint(path)`` writes the :mod:`mosaic.agents.policies` format that the

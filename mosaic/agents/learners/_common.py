@@ -3,7 +3,7 @@ of a network learner."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import gymnasium
@@ -14,8 +14,12 @@ from mosaic.agents.learners.mlp import MLP
 from mosaic.agents.policies import MLPPolicy, load_policy
 from mosaic.core.errors import MosaicError
 
-__all__ = ["legal_mask", "legal_masks", "load_mlp", "observation_space", "pack_records",
-           "policy_shape", "shared_shape", "unpack_records", "unwrap"]
+__all__ = ["AGENT_ID_KINDS", "AgentIds", "legal_mask", "legal_masks", "load_mlp",
+           "observation_space", "pack_records", "policy_shape", "shared_shape", "unpack_records",
+           "unwrap"]
+
+#: The values of a network learner's ``agent_id`` param.
+AGENT_ID_KINDS = ("none", "one_hot")
 
 #: (slot uid, observation space, action space) -> the (inputs, actions) sizes a learner takes.
 Sizes = Callable[[str, gymnasium.Space[Any], gymnasium.Space[Any]], tuple[int, int]]
@@ -105,6 +109,47 @@ def policy_shape(slots: Mapping[str, Slot], owner: str) -> tuple[int, int]:
                         "observation size and number of actions")
 
 
+class AgentIds:
+    """The agent-id feature of a network learner (``agent_id: one_hot``): the one-hot of a slot's
+    index among ``slots`` appended to each observation the network sees, so that slots sharing
+    one network can still act apart.
+
+    The index is the slot's position among the sorted ids of ``slots`` (Python's string order:
+    ``agent_0``, ``agent_1``, ..., ``agent_10`` before ``agent_2``), the same in every process
+    and placement. A muscle takes its own slots, a brain the slots of all its muscles, so an
+    agent that acts in several environments needs the same slot ids in each. With ``kind``
+    ``"none"`` nothing is appended (``width`` 0).
+    """
+
+    def __init__(self, slots: Iterable[str], kind: str, owner: str) -> None:
+        if kind not in AGENT_ID_KINDS:
+            raise MosaicError(f"{owner}: params.agent_id must be one of {AGENT_ID_KINDS}; "
+                              f"got {kind!r}")
+        self.slots: tuple[str, ...] = tuple(sorted(slots)) if kind == "one_hot" else ()
+        self.width = len(self.slots)
+        self._rows = {slot: np.eye(self.width)[index] for index, slot in enumerate(self.slots)}
+
+    def appended(self, x: np.ndarray, slot: str) -> np.ndarray:
+        """``x`` (rows, d) with ``slot``'s one-hot appended to every row (``x`` itself when
+        the feature is off); ``MosaicError`` for a slot the learner was not set up with."""
+        if not self.width:
+            return x
+        row = self._rows.get(slot)
+        if row is None:
+            raise MosaicError(f"agent_id: slot {slot!r} is not one of {list(self.slots)}")
+        return np.concatenate([x, np.broadcast_to(row, (x.shape[0], self.width))], axis=1)
+
+    def mismatch(self, n_inputs: int, observation_size: int) -> str:
+        """Why a network of ``n_inputs`` inputs does not fit (for an update's error)."""
+        if not self.width:
+            return ""
+        return (f" (agent_id: one_hot appends one input per slot of the agent: this muscle "
+                f"serves {self.width} ({', '.join(self.slots)}), so its network takes "
+                f"{observation_size} + {self.width}; the brain's takes {n_inputs}, so its "
+                f"muscles serve other slots. Give the agent the same slot ids in every "
+                f"environment, and self-play the same number of slots)")
+
+
 def load_mlp(path: str, shape: tuple[int, int], owner: str) -> MLP:
     """The ``mlp`` checkpoint at ``path`` as an :class:`MLP`; MosaicError if it is another kind
     or maps other sizes than ``shape`` (inputs, actions)."""
@@ -117,17 +162,24 @@ def load_mlp(path: str, shape: tuple[int, int], owner: str) -> MLP:
     return MLP.from_layers(policy.layers)
 
 
-def mlp_from_update(update: Any, shape: tuple[int, int], what: str) -> MLP:
+def mlp_from_update(update: Any, shape: tuple[int, int], what: str, why: str = "") -> MLP:
     """The network in a brain's ``update`` (its arrays); MosaicError if it is malformed or maps
-    other sizes than ``shape`` (inputs, actions) — ``what`` names it in the message."""
+    other sizes than ``shape`` (inputs, actions) — ``what`` names it in the message, ``why``
+    ends it."""
     try:
         network = MLP.from_arrays(update)
     except (ValueError, TypeError) as exc:
         raise MosaicError(f"malformed {what} update: {exc}") from exc
     if (network.n_inputs, network.n_outputs) != shape:
         raise MosaicError(f"the update maps {network.n_inputs} inputs to {network.n_outputs} "
-                          f"actions; this muscle needs {shape[0]} to {shape[1]}")
+                          f"actions; this muscle needs {shape[0]} to {shape[1]}{why}")
     return network
+
+
+def update_inputs(update: Any) -> int:
+    """The inputs of the network in a brain's ``update`` (-1 if it has no ``W0``)."""
+    first = update.get("W0") if isinstance(update, Mapping) else None
+    return int(np.shape(first)[0]) if first is not None and np.ndim(first) == 2 else -1
 
 
 class RestorableState:

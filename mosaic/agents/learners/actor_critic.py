@@ -18,7 +18,13 @@ import numpy as np
 
 from mosaic.agents.batch import Batch
 from mosaic.agents.context import MuscleContext, Slot
-from mosaic.agents.learners._common import mlp_from_update, observation_space, unwrap
+from mosaic.agents.learners._common import (
+    AgentIds,
+    mlp_from_update,
+    observation_space,
+    unwrap,
+    update_inputs,
+)
 from mosaic.agents.learners._params import check_params
 from mosaic.agents.learners.mlp import MLP
 from mosaic.agents.learners.pending_copies import PendingCopies
@@ -37,12 +43,21 @@ __all__ = ["ActorCriticMuscle", "BoxSpaces", "box_spaces", "params_model_of"]
 class BoxSpaces:
     """What an actor-critic learner needs of the slots' spaces."""
 
+    #: The networks' observation inputs: the observation's values, then the agent id's
+    #: (``id_width``).
     n_inputs: int
     n_actions: int
     low: np.ndarray
     high: np.ndarray
     shape: tuple[int, ...]
     dtype: Any
+    #: How many of ``n_inputs`` are the agent id's one-hot (0 without ``agent_id``).
+    id_width: int = 0
+
+    @property
+    def observation_size(self) -> int:
+        """The values of one (flattened) observation."""
+        return self.n_inputs - self.id_width
 
     def scaled(self, actions: np.ndarray) -> np.ndarray:
         """Actions in [-1, 1] (N, n_actions) as the environment takes them: scaled to the
@@ -52,9 +67,10 @@ class BoxSpaces:
         return sent
 
 
-def box_spaces(slots: Mapping[str, Slot], owner: str) -> BoxSpaces:
-    """The spaces shared by all ``slots``; :class:`MosaicError` naming the slot for anything but
-    a Box observation and a bounded Box action space."""
+def box_spaces(slots: Mapping[str, Slot], owner: str, id_width: int = 0) -> BoxSpaces:
+    """The spaces shared by all ``slots``, with ``id_width`` agent-id inputs after the
+    observation's; :class:`MosaicError` naming the slot for anything but a Box observation and
+    a bounded Box action space."""
     found = set()
     spaces = None
     for uid, slot in slots.items():
@@ -69,11 +85,12 @@ def box_spaces(slots: Mapping[str, Slot], owner: str) -> BoxSpaces:
         if not (np.isfinite(low).all() and np.isfinite(high).all()):
             raise MosaicError(f"{owner} scales its actions to the action space's bounds, so they "
                               f"must be finite; slot {uid!r} has {act}")
-        spaces = BoxSpaces(int(np.prod(obs.shape)), low.shape[0], low, high, tuple(act.shape),
-                           act.dtype)
+        spaces = BoxSpaces(int(np.prod(obs.shape)) + id_width, low.shape[0], low, high,
+                           tuple(act.shape), act.dtype, id_width)
         found.add((spaces.n_inputs, spaces.shape, low.tobytes(), high.tobytes()))
     if len(found) != 1 or spaces is None:
-        raise MosaicError(f"{owner} shares one actor across its slots, so all need the same "
+        raise MosaicError(f"{owner} shares one actor across its slots ({', '.join(slots)}: the "
+                          f"env agents policy_mapping maps to this agent), so all need the same "
                           f"observation size and action space")
     return spaces
 
@@ -100,7 +117,9 @@ class ActorCriticMuscle(Muscle):
     completed action, from :meth:`feedback_batch` one row per copy that acted. Rewards that
     arrive while a slot's observation is ``None`` add to its pending transition; an episode that
     ends without a final observation does not bootstrap. Updates: the actor (``W0``, ``b0``,
-    ...) and ``version``.
+    ...) and ``version``. Several slots (parameter sharing) each keep their own pending
+    transition; with ``agent_id: one_hot`` every observation the networks see ends with the
+    slot's one-hot (:class:`~mosaic.agents.learners._common.AgentIds`).
     """
 
     #: The model's name in :mod:`.actor_critic_params`.
@@ -117,8 +136,9 @@ class ActorCriticMuscle(Muscle):
     def setup(self, context: MuscleContext) -> None:
         super().setup(context)
         owner = type(self).__name__
-        self.spaces = box_spaces(context.slots, owner)
         self.params = check_params(params_model_of(type(self)), context.params, owner)
+        self.ids = AgentIds(context.slots, self.params.agent_id, owner)
+        self.spaces = box_spaces(context.slots, owner, self.ids.width)
         self.n_outputs = self.outputs_per_action * self.spaces.n_actions
         self.actor: MLP | None = None
         self.version = 0
@@ -148,12 +168,14 @@ class ActorCriticMuscle(Muscle):
         self.steps += x.shape[0]
         return actions
 
-    def _observations(self, observations: Any, rows: int) -> np.ndarray:
+    def _observations(self, observations: Any, rows: int, slot: str) -> np.ndarray:
+        """The networks' observation inputs (rows, n_inputs): the observations, then ``slot``'s
+        agent id."""
         x = np.array(observations, dtype=np.float64).reshape(rows, -1)
-        if x.shape[1] != self.spaces.n_inputs:
-            raise MosaicError(f"expected observations of {self.spaces.n_inputs} values; got "
-                              f"{x.shape[1]}")
-        return x
+        if x.shape[1] != self.spaces.observation_size:
+            raise MosaicError(f"expected observations of {self.spaces.observation_size} values; "
+                              f"got {x.shape[1]}")
+        return self.ids.appended(x, slot)
 
     def reset(self) -> None:
         """Start an episode: forget pending actions."""
@@ -162,7 +184,7 @@ class ActorCriticMuscle(Muscle):
     def act(self, slot: str, observation: Any, legal_actions: Any = None) -> Any:
         """An exploring action (the greedy one in test mode), scaled to the space's bounds."""
         observation, _ = unwrap(observation, legal_actions)
-        x = self._observations(observation, 1)
+        x = self._observations(observation, 1, slot)
         actions = self._actions(x)
         if self.training:
             self._pending[slot] = [x[0], actions[0], 0.0]
@@ -183,7 +205,7 @@ class ActorCriticMuscle(Muscle):
         if observation is None:
             next_x, terminated = x, True  # over without a final observation: no bootstrap
         else:
-            next_x = self._observations(unwrap(observation, None)[0], 1)[0]
+            next_x = self._observations(unwrap(observation, None)[0], 1, slot)[0]
         return {"observations": x[None], "actions": action[None],
                 "rewards": np.array([total]), "next_observations": next_x[None],
                 "terminated": np.array([bool(terminated)]),
@@ -193,7 +215,7 @@ class ActorCriticMuscle(Muscle):
         """One action per copy from one forward pass, in the space's shape and dtype
         (copies, *shape)."""
         copies = self._copy_pending.checked(batch)
-        x = self._observations(unwrap(batch.observations, batch.legal_actions)[0], copies)
+        x = self._observations(unwrap(batch.observations, batch.legal_actions)[0], copies, slot)
         self._copy_pending.starts(batch.starts)
         actions = self._actions(x)
         if self.training:
@@ -207,16 +229,18 @@ class ActorCriticMuscle(Muscle):
         x, actions, rows = self._copy_pending.completed(slot, batch)
         if not rows.shape[0]:
             return []
-        next_x = self._observations(unwrap(batch.observations, None)[0], copies)
+        next_x = self._observations(unwrap(batch.observations, None)[0], copies, slot)
         for copy, final in batch.final_observations.items():
             if final is not None:
-                next_x[copy] = self._observations(unwrap(final, None)[0], 1)[0]
+                next_x[copy] = self._observations(unwrap(final, None)[0], 1, slot)[0]
         return [{"observations": x[rows], "actions": actions[rows],
                  "next_observations": next_x[rows], **PendingCopies.outcomes(batch, rows)}]
 
     def apply_update(self, update: Any) -> None:
         """Act with the actor in ``update`` (``MosaicError`` if it does not fit)."""
-        self.actor = mlp_from_update(update, (self.spaces.n_inputs, self.n_outputs), "actor")
+        self.actor = mlp_from_update(update, (self.spaces.n_inputs, self.n_outputs), "actor",
+                                     self.ids.mismatch(update_inputs(update),
+                                                       self.spaces.observation_size))
         self.version = int(update.get("version", self.version))
 
     def state(self) -> dict[str, np.ndarray]:

@@ -12,7 +12,7 @@ import numpy as np
 
 from mosaic.agents.brain import Brain
 from mosaic.agents.context import BrainContext
-from mosaic.agents.learners._common import RestorableState
+from mosaic.agents.learners._common import AgentIds, RestorableState
 from mosaic.agents.learners._params import check_params
 from mosaic.agents.learners.actor_critic import box_spaces, params_model_of
 from mosaic.agents.learners.mlp import MLP, Adam
@@ -55,8 +55,9 @@ class ActorCriticBrain(ReplayLearner, RestorableState, Brain):
     def setup(self, context: BrainContext) -> None:
         super().setup(context)
         owner = type(self).__name__
-        self.spaces = box_spaces(context.slots, owner)
         self.params = check_params(params_model_of(type(self)), context.params, owner)
+        self.spaces = box_spaces(context.slots, owner,
+                                 AgentIds(context.slots, self.params.agent_id, owner).width)
         self.rng = context.rng
         p = self.params
         self.actor = self._build_actor()

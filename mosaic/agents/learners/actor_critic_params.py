@@ -9,9 +9,11 @@ and again by both ``setup`` methods, since params reach a learner as plain data.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from mosaic.agents.learners.ppo_params import AGENT_ID
 
 __all__ = ["ActorCriticParams", "SACParams", "TD3Params"]
 
@@ -35,6 +37,7 @@ class ActorCriticParams(BaseModel):
     tau: float = Field(default=0.005, gt=0, le=1)
     #: Updates between weights sent to a muscle (and between metric reports).
     sync_every: int = Field(default=10, ge=1)
+    agent_id: Literal["none", "one_hot"] = Field(default="none", description=AGENT_ID)
 
 
 class TD3Params(ActorCriticParams):

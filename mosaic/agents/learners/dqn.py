@@ -20,6 +20,7 @@ from mosaic.agents.batch import Batch
 from mosaic.agents.brain import Brain
 from mosaic.agents.context import BrainContext, MuscleContext, Slot
 from mosaic.agents.learners._common import (
+    AgentIds,
     RestorableState,
     legal_mask,
     legal_masks,
@@ -27,6 +28,7 @@ from mosaic.agents.learners._common import (
     mlp_from_update,
     policy_shape,
     unwrap,
+    update_inputs,
 )
 from mosaic.agents.learners.mlp import MLP, Adam, masked_max
 from mosaic.agents.learners.pending_copies import PendingCopies
@@ -92,6 +94,10 @@ class DQNMuscle(Muscle):
     :meth:`act` and goes with the next item :meth:`feedback` returns: the Q-target's maximum
     is over legal actions either way. Updates: ``W0``, ``b0``, ... and ``version``.
 
+    Several slots (parameter sharing) each keep their own pending transition. With
+    ``agent_id: one_hot`` every observation the network sees (the next ones too) ends with the
+    slot's one-hot (:class:`~mosaic.agents.learners._common.AgentIds`).
+
     Metrics: ``epsilon``, per training episode as it starts (per copy's episode with copies).
     """
 
@@ -106,8 +112,10 @@ class DQNMuscle(Muscle):
     def setup(self, context: MuscleContext) -> None:
         super().setup(context)
         owner = type(self).__name__
-        self.n_inputs, self.n_actions = _spaces(context.slots, owner)
+        self.observation_size, self.n_actions = _spaces(context.slots, owner)
         self.params = _params(context.params, owner)
+        self.ids = AgentIds(context.slots, self.params.agent_id, owner)
+        self.n_inputs = self.observation_size + self.ids.width
         self.network: MLP | None = None
         if self.params.load_checkpoint:
             self.network = load_mlp(self.params.load_checkpoint,
@@ -140,11 +148,13 @@ class DQNMuscle(Muscle):
             return np.zeros((*x.shape[:-1], self.n_actions))
         return self.network.forward(x)
 
-    def _observations(self, observations: Any, copies: int) -> np.ndarray:
+    def _observations(self, observations: Any, copies: int, slot: str) -> np.ndarray:
+        """The network's inputs (copies, n_inputs): the observations, then ``slot``'s id."""
         x = np.array(observations, dtype=np.float64).reshape(copies, -1)
-        if x.shape[1] != self.n_inputs:
-            raise MosaicError(f"expected observations of {self.n_inputs} values; got {x.shape[1]}")
-        return x
+        if x.shape[1] != self.observation_size:
+            raise MosaicError(f"expected observations of {self.observation_size} values; got "
+                              f"{x.shape[1]}")
+        return self.ids.appended(x, slot)
 
     def reset(self) -> None:
         """Start an episode: report its epsilon and forget pending actions."""
@@ -156,7 +166,7 @@ class DQNMuscle(Muscle):
     def act(self, slot: str, observation: Any, legal_actions: Any = None) -> int:
         """Epsilon-greedy over the legal actions (greedy in test mode)."""
         observation, legal_actions = unwrap(observation, legal_actions)
-        x = self._observations(observation, 1)[0]
+        x = self._observations(observation, 1, slot)[0]
         mask = legal_mask(legal_actions, self.n_actions)
         if mask is not None:
             self._masks_apart = True
@@ -193,7 +203,7 @@ class DQNMuscle(Muscle):
             next_x, terminated = x, True  # over without a final observation: no bootstrap
         else:
             next_obs, mask = unwrap(observation, None)
-            next_x = self._observations(next_obs, 1)[0]
+            next_x = self._observations(next_obs, 1, slot)[0]
             next_mask = _next_mask(mask, self.n_actions)
         row = {"observations": x[None], "actions": np.array([action], dtype=np.int64),
                "rewards": np.array([total]), "next_observations": next_x[None],
@@ -224,7 +234,7 @@ class DQNMuscle(Muscle):
         (copies,). A copy in ``batch.starts`` begins an episode and reports its epsilon."""
         copies = self._copy_pending.checked(batch)
         observations, legal_actions = unwrap(batch.observations, batch.legal_actions)
-        x = self._observations(observations, copies)
+        x = self._observations(observations, copies, slot)
         masks = legal_masks(legal_actions, self.n_actions, copies)
         legal = np.ones((copies, self.n_actions), bool) if masks is None else masks
         epsilon = self.epsilon
@@ -253,13 +263,13 @@ class DQNMuscle(Muscle):
         if not rows.shape[0]:
             return []
         observations, legal_actions = unwrap(batch.observations, batch.legal_actions)
-        next_x = self._observations(observations, copies)
+        next_x = self._observations(observations, copies, slot)
         masks = legal_masks(legal_actions, self.n_actions, copies)
         for copy, final in batch.final_observations.items():
             if final is None:
                 continue
             final_obs, final_mask = unwrap(final, None)
-            next_x[copy] = self._observations(final_obs, 1)[0]
+            next_x[copy] = self._observations(final_obs, 1, slot)[0]
             if masks is not None:  # the new episode's mask is not the final observation's
                 mask = _next_mask(final_mask, self.n_actions)
                 masks[copy] = True if mask is None else mask
@@ -269,7 +279,9 @@ class DQNMuscle(Muscle):
 
     def apply_update(self, update: Any) -> None:
         """Act with the online weights in ``update`` (``MosaicError`` if they do not fit)."""
-        self.network = mlp_from_update(update, (self.n_inputs, self.n_actions), "Q-network")
+        self.network = mlp_from_update(update, (self.n_inputs, self.n_actions), "Q-network",
+                                       self.ids.mismatch(update_inputs(update),
+                                                         self.observation_size))
         self.version = int(update.get("version", self.version))
 
     def state(self) -> dict[str, np.ndarray]:
@@ -318,6 +330,7 @@ class DQNBrain(ReplayLearner, RestorableState, Brain):
         owner = type(self).__name__
         self.n_inputs, self.n_actions = _spaces(context.slots, owner)
         p = self.params = _params(context.params, owner)
+        self.n_inputs += AgentIds(context.slots, p.agent_id, owner).width
         self.rng = context.rng
         if p.load_checkpoint:
             self.online = load_mlp(p.load_checkpoint, (self.n_inputs, self.n_actions), owner)

@@ -9,10 +9,11 @@ value is reported with the file, line and key path, and again by both ``setup`` 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mosaic.agents.learners.ppo_params import AGENT_ID
 from mosaic.core.config_problems import config_error, validate
 from mosaic.core.errors import MosaicError
 
@@ -44,6 +45,7 @@ class DQNParams(BaseModel):
     epsilon_decay_steps: int = Field(default=10_000, ge=0)
     load_checkpoint: str | None = None
     save_checkpoint: str | None = None
+    agent_id: Literal["none", "one_hot"] = Field(default="none", description=AGENT_ID)
 
 
 def check_params(params: Mapping[str, Any], source: str) -> DQNParams:

@@ -22,10 +22,12 @@ from mosaic.agents.batch import Batch
 from mosaic.agents.brain import Brain
 from mosaic.agents.context import BrainContext, MuscleContext
 from mosaic.agents.learners._common import (
+    AgentIds,
     RestorableState,
     mlp_from_update,
     pack_records,
     unpack_records,
+    update_inputs,
 )
 from mosaic.agents.learners._common import legal_mask as _legal_mask
 from mosaic.agents.learners._common import legal_masks as _legal_masks
@@ -90,6 +92,11 @@ class PolicyGradientMuscle(Muscle):
 
     * ``load_checkpoint`` (unset): an ``mlp`` checkpoint (``.npz``) to act with from the start,
       for test runs; give it at agent level so that the brain starts from it too.
+    * ``agent_id`` (``none``): ``one_hot`` appends the slot's one-hot to every observation the
+      network sees (:class:`~mosaic.agents.learners._common.AgentIds`); the brain's network
+      then takes one input more per slot.
+
+    Several slots (parameter sharing) each collect their own episode, sent when it ends.
 
     Until the brain's first answer the policy is uniform, which is exactly the brain's initial
     policy (its last layer starts at zero), so the first batch is on-policy without a weight
@@ -124,7 +131,10 @@ class PolicyGradientMuscle(Muscle):
     def setup(self, context: MuscleContext) -> None:
         super().setup(context)
         params = _params(context.params, type(self).__name__)
-        self.n_inputs, self.n_actions = _policy_shape(context.slots, type(self).__name__)
+        self.observation_size, self.n_actions = _policy_shape(context.slots,
+                                                              type(self).__name__)
+        self.ids = AgentIds(context.slots, params.agent_id, type(self).__name__)
+        self.n_inputs = self.observation_size + self.ids.width
         self.policy: MLP | None = None
         self.version = 0
         checkpoint = params.load_checkpoint
@@ -148,10 +158,11 @@ class PolicyGradientMuscle(Muscle):
     def act(self, slot: str, observation: Any, legal_actions: Any = None) -> int:
         """A sample from the policy over the legal actions (the arg-max in test mode)."""
         observation, legal_actions = _unwrap(observation, legal_actions)
-        x = np.asarray(observation, dtype=np.float64).reshape(-1)
-        if x.shape[0] != self.n_inputs:
-            raise MosaicError(f"expected an observation of {self.n_inputs} values; got "
-                              f"{x.shape[0]}")
+        x = np.asarray(observation, dtype=np.float64).reshape(1, -1)
+        if x.shape[1] != self.observation_size:
+            raise MosaicError(f"expected an observation of {self.observation_size} values; got "
+                              f"{x.shape[1]}")
+        x = self.ids.appended(x, slot)[0]
         mask = _legal_mask(legal_actions, self.n_actions)
         logits = masked_logits(self._logits(x), mask)
         if not self.training:
@@ -185,10 +196,10 @@ class PolicyGradientMuscle(Muscle):
         if not (terminated or truncated):
             return None
         del self._episodes[slot]
-        return self._experience(episode, terminated, truncated, observation)
+        return self._experience(slot, episode, terminated, truncated, observation)
 
-    def _experience(self, episode: dict[str, list[Any]], terminated: bool, truncated: bool,
-                    observation: Any) -> dict[str, Any]:
+    def _experience(self, slot: str, episode: dict[str, list[Any]], terminated: bool,
+                    truncated: bool, observation: Any) -> dict[str, Any]:
         """A finished episode as the experience the brain learns from."""
         masks = episode["masks"]
         if any(m is None for m in masks):
@@ -198,7 +209,8 @@ class PolicyGradientMuscle(Muscle):
             mask_array = np.array(masks)
         final = None
         if observation is not None:
-            final = np.asarray(_unwrap(observation, None)[0], dtype=np.float64).reshape(-1)
+            final = self.ids.appended(np.asarray(_unwrap(observation, None)[0],
+                                                 dtype=np.float64).reshape(1, -1), slot)[0]
         return {
             "observations": np.array(episode["observations"]),
             "actions": np.array(episode["actions"], dtype=np.int64),
@@ -223,9 +235,10 @@ class PolicyGradientMuscle(Muscle):
                               f"{self.context.copies}")
         observations, legal_actions = _unwrap(batch.observations, batch.legal_actions)
         x = np.array(observations, dtype=np.float64).reshape(copies, -1)
-        if x.shape[1] != self.n_inputs:
-            raise MosaicError(f"expected observations of {self.n_inputs} values; got "
+        if x.shape[1] != self.observation_size:
+            raise MosaicError(f"expected observations of {self.observation_size} values; got "
                               f"{x.shape[1]}")
+        x = self.ids.appended(x, slot)
         masks = _legal_masks(legal_actions, self.n_actions, copies)
         episodes = self._copy_episodes.setdefault(slot, [None] * copies)
         for copy in np.flatnonzero(batch.starts).tolist():
@@ -264,13 +277,15 @@ class PolicyGradientMuscle(Muscle):
             terminated, truncated = bool(batch.terminated[copy]), bool(batch.truncated[copy])
             if terminated or truncated:
                 episodes[copy] = None
-                finished.append(self._experience(episode, terminated, truncated,
+                finished.append(self._experience(slot, episode, terminated, truncated,
                                                  batch.outcome_observation(copy)))
         return finished
 
     def apply_update(self, update: Any) -> None:
         """Act with the weights in ``update`` from now on (``MosaicError`` if they do not fit)."""
-        self.policy = mlp_from_update(update, (self.n_inputs, self.n_actions), "policy")
+        self.policy = mlp_from_update(update, (self.n_inputs, self.n_actions), "policy",
+                                      self.ids.mismatch(update_inputs(update),
+                                                        self.observation_size))
         self.version = int(update.get("version", self.version))
 
 
@@ -327,6 +342,7 @@ class PolicyGradientBrain(RestorableState, Brain):
         super().setup(context)
         params = _params(context.params, type(self).__name__)
         self.n_inputs, self.n_actions = _policy_shape(context.slots, type(self).__name__)
+        self.n_inputs += AgentIds(context.slots, params.agent_id, type(self).__name__).width
         hidden = tuple(params.hidden_sizes)
         self.learning_rate = params.learning_rate
         value_lr = params.value_learning_rate

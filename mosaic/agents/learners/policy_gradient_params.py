@@ -11,11 +11,12 @@ them as plain data.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from mosaic.agents.learners._params import check_params
+from mosaic.agents.learners.ppo_params import AGENT_ID
 from mosaic.core.config_problems import StrictModel
 
 __all__ = ["PolicyGradientParams", "check_policy_gradient_params"]
@@ -43,6 +44,7 @@ class PolicyGradientParams(StrictModel):
     max_grad_norm: float = Field(default=1.0, ge=0.0, description="a number >= 0 (0: no clip)")
     load_checkpoint: str | None = Field(default=None, description="a path to an mlp checkpoint")
     save_checkpoint: str | None = Field(default=None, description="a path")
+    agent_id: Literal["none", "one_hot"] = Field(default="none", description=AGENT_ID)
 
 
 def check_policy_gradient_params(params: Mapping[str, Any], owner: str) -> PolicyGradientParams:

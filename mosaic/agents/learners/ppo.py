@@ -23,6 +23,7 @@ import numpy as np
 from mosaic.agents.batch import Batch
 from mosaic.agents.context import MuscleContext, Slot
 from mosaic.agents.learners._common import (
+    AgentIds,
     legal_mask,
     legal_masks,
     load_mlp,
@@ -45,8 +46,9 @@ __all__ = ["PPOMuscle", "PPOSpaces", "ppo_spaces"]
 
 @dataclass(frozen=True)
 class PPOSpaces:
-    """What PPO needs of the slots' spaces: observation size and the action head's kind."""
+    """What PPO needs of the slots' spaces: the network's inputs and the action head's kind."""
 
+    #: The network's inputs: the observation's values, then the agent id's (``id_width``).
     n_inputs: int
     head: PolicyHead
     #: Box actions: the space's bounds (flattened) and its shape and dtype.
@@ -54,10 +56,18 @@ class PPOSpaces:
     high: np.ndarray | None = None
     shape: tuple[int, ...] = ()
     dtype: Any = None
+    #: How many of ``n_inputs`` are the agent id's one-hot (0 without ``agent_id``).
+    id_width: int = 0
+
+    @property
+    def observation_size(self) -> int:
+        """The values of one (flattened) observation."""
+        return self.n_inputs - self.id_width
 
 
-def ppo_spaces(slots: Mapping[str, Slot], owner: str) -> PPOSpaces:
-    """The spaces shared by all ``slots``; :class:`MosaicError` for spaces PPO cannot act in."""
+def ppo_spaces(slots: Mapping[str, Slot], owner: str, id_width: int = 0) -> PPOSpaces:
+    """The spaces shared by all ``slots``, with ``id_width`` agent-id inputs after the
+    observation's; :class:`MosaicError` for spaces PPO cannot act in."""
     found = set()
     spaces = None
     for uid, slot in slots.items():
@@ -71,18 +81,20 @@ def ppo_spaces(slots: Mapping[str, Slot], owner: str) -> PPOSpaces:
             if int(act.start) != 0:
                 raise MosaicError(f"{owner} needs a Discrete action space starting at 0; slot "
                                   f"{uid!r} has {act}")
-            spaces = PPOSpaces(n_inputs, PolicyHead(True, int(act.n)))
+            spaces = PPOSpaces(n_inputs + id_width, PolicyHead(True, int(act.n)),
+                               id_width=id_width)
         else:
             low = np.asarray(act.low, dtype=np.float64).reshape(-1)
             high = np.asarray(act.high, dtype=np.float64).reshape(-1)
-            spaces = PPOSpaces(n_inputs, PolicyHead(False, low.shape[0]), low, high,
-                               tuple(act.shape), act.dtype)
+            spaces = PPOSpaces(n_inputs + id_width, PolicyHead(False, low.shape[0]), low, high,
+                               tuple(act.shape), act.dtype, id_width)
         bounds = (None if spaces.low is None or spaces.high is None
                   else (spaces.low.tobytes(), spaces.high.tobytes()))
         found.add((n_inputs, spaces.head, spaces.shape, bounds))
     if len(found) != 1 or spaces is None:
-        raise MosaicError(f"{owner} shares one policy across its slots, so all need the same "
-                          f"observation size and action space")
+        raise MosaicError(f"{owner} shares one policy across its slots ({', '.join(slots)}: "
+                          f"the env agents policy_mapping maps to this agent), so all need the "
+                          f"same observation size and action space")
     return spaces
 
 
@@ -126,7 +138,14 @@ class PPOMuscle(Muscle):
     ``Discrete`` action space starting at 0 (a softmax policy) or ``Box`` action space (a
     diagonal Gaussian whose mean is the network's output and whose log standard deviation is
     learned). Params: :class:`~mosaic.agents.learners.ppo_params.PPOParams`; the muscle uses
-    ``rollout_steps``, ``initial_log_std`` and ``load_checkpoint``.
+    ``rollout_steps``, ``initial_log_std``, ``load_checkpoint`` and ``agent_id``.
+
+    Several slots (parameter sharing: ``policy_mapping`` maps several env agents to the agent)
+    act with the one policy, each collecting its own segments, so no trajectory or advantage
+    mixes two slots' steps; ``rollout_steps`` counts the steps of all of them. With
+    ``agent_id: one_hot`` each observation the network sees ends with the one-hot of its slot
+    (:class:`~mosaic.agents.learners._common.AgentIds`), in ``act``, ``act_batch`` and the
+    rollout alike.
 
     Promises: draws come only from ``context.rng`` (one uniform per Discrete action, one
     standard normal per Box action dimension), so the same seed, weights and observations give
@@ -139,11 +158,13 @@ class PPOMuscle(Muscle):
 
     Experience: once the steps collected reach ``rollout_steps``, :meth:`feedback` (or
     :meth:`feedback_batch`, for all copies at once) returns ``{"segments": [...], "version"}``.
-    Each segment is one slot's or copy's steps in one episode: ``observations`` (T, d),
+    Each segment is one slot's or copy's steps in one episode: ``observations`` (T, d), the
+    network's inputs (the agent id included),
     ``actions`` (T,) int or (T, size) float, ``log_probs`` (T,), ``rewards`` (T,), ``masks``
     (T, n_actions) bool or ``None``, ``terminated`` and ``last_observation``, the observation
-    after the last step to bootstrap from (``None`` when the episode terminated). A segment
-    ends where its episode ends or where the rollout is sent (then it goes on in a new one).
+    after the last step to bootstrap from (``None`` when the episode terminated, or ended
+    without the slot's observation: a slot that left the game early). A segment ends where its
+    episode ends or where the rollout is sent (then it goes on in a new one).
     Updates: the brain's weights (``W0``, ``b0``, ..., ``log_std`` for Box, ``version``).
     Until the first update the policy is the brain's initial one (a zero last layer).
     """
@@ -157,7 +178,8 @@ class PPOMuscle(Muscle):
         super().setup(context)
         owner = type(self).__name__
         self.params = check_ppo_params(context.params, owner)
-        self.spaces = ppo_spaces(context.slots, owner)
+        self.ids = AgentIds(context.slots, self.params.agent_id, owner)
+        self.spaces = ppo_spaces(context.slots, owner, self.ids.width)
         self.head = self.spaces.head
         self.policy: MLP | None = None
         self.log_std = np.full(self.head.size, self.params.initial_log_std)
@@ -180,12 +202,14 @@ class PPOMuscle(Muscle):
             return np.zeros((x.shape[0], self.head.size))
         return self.policy.forward(x)
 
-    def _inputs(self, observations: Any, rows: int) -> np.ndarray:
+    def _inputs(self, observations: Any, rows: int, slot: str) -> np.ndarray:
+        """The network's inputs (rows, n_inputs): the observations flattened, then ``slot``'s
+        agent id."""
         x = np.asarray(observations, dtype=np.float64).reshape(rows, -1)
-        if x.shape[1] != self.spaces.n_inputs:
-            raise MosaicError(f"expected observations of {self.spaces.n_inputs} values; got "
-                              f"{x.shape[1]}")
-        return x
+        if x.shape[1] != self.spaces.observation_size:
+            raise MosaicError(f"expected observations of {self.spaces.observation_size} values; "
+                              f"got {x.shape[1]}")
+        return self.ids.appended(x, slot)
 
     def _choose(self, x: np.ndarray, masks: np.ndarray | None,
                 keys: list[tuple[str, int]]) -> np.ndarray:
@@ -209,7 +233,7 @@ class PPOMuscle(Muscle):
     def act(self, slot: str, observation: Any, legal_actions: Any = None) -> Any:
         """A sample from the policy (the most likely action in test mode)."""
         observation, legal_actions = unwrap(observation, legal_actions)
-        x = self._inputs(observation, 1)
+        x = self._inputs(observation, 1, slot)
         mask = legal_mask(legal_actions, self.head.size) if self.head.discrete else None
         actions = self._choose(x, None if mask is None else mask[None], [(slot, -1)])
         return int(actions[0]) if self.head.discrete else actions[0]
@@ -222,7 +246,7 @@ class PPOMuscle(Muscle):
             raise MosaicError(f"a batch of {copies} copies for a muscle set up for "
                               f"{self.context.copies}")
         observations, legal_actions = unwrap(batch.observations, batch.legal_actions)
-        x = self._inputs(observations, copies)
+        x = self._inputs(observations, copies, slot)
         masks = (legal_masks(legal_actions, self.head.size, copies) if self.head.discrete
                  else None)
         for copy in np.flatnonzero(batch.starts).tolist():
@@ -242,11 +266,30 @@ class PPOMuscle(Muscle):
 
     # -- collecting -----------------------------------------------------------------------
     def _close(self, key: tuple[str, int], observation: Any, terminated: bool) -> None:
+        """Close ``key``'s segment, bootstrapping from ``observation`` unless ``terminated``;
+        without an observation (a slot that left the game before its episode ended) it ends
+        as terminated."""
         segment = self._open.pop(key)
         last = None
-        if not terminated and observation is not None:
-            last = self._inputs(unwrap(observation, None)[0], 1)[0]
+        if observation is None:
+            terminated = True
+        elif not terminated:
+            last = self._inputs(unwrap(observation, None)[0], 1, key[0])[0]
         self._closed.append(segment.closed(last, terminated, self.head.size))
+
+    def _cut(self, key: tuple[str, int]) -> None:
+        """Close the steps of ``key``'s segment whose outcome is known, bootstrapping from the
+        observation of its last step, whose outcome is still to come: that step goes on in a
+        new segment."""
+        segment = self._open[key]
+        if len(segment.actions) < 2:
+            return
+        rest = _Segment()
+        for column in ("observations", "actions", "log_probs", "rewards", "masks"):
+            values = getattr(segment, column)
+            getattr(rest, column).append(values.pop())
+        self._closed.append(segment.closed(rest.observations[0], False, self.head.size))
+        self._open[key] = rest
 
     def _rollout(self) -> dict[str, Any]:
         segments, self._closed = self._closed, []
@@ -263,7 +306,10 @@ class PPOMuscle(Muscle):
     ) -> dict[str, Any] | None:
         """The rollout, once it holds ``rollout_steps`` steps; otherwise ``None``.
 
-        Other slots' unfinished segments stay with the muscle until the next rollout.
+        It holds every step whose outcome is known: ``slot``'s, and those of the muscle's other
+        slots but their last, whose outcome is still to come (their segments are cut before
+        it, bootstrapping from its observation, and it begins their next one). So each rollout
+        is learnt from with the policy that collected it, whatever the number of slots.
         """
         key = (slot, -1)
         segment = self._open.get(key)
@@ -276,6 +322,8 @@ class PPOMuscle(Muscle):
             return None
         if key in self._open:
             self._close(key, observation, False)
+        for other in [other for other in self._open if other[1] == -1]:
+            self._cut(other)
         return self._rollout()
 
     def feedback_batch(self, slot: str, batch: Batch) -> list[dict[str, Any]]:
@@ -309,7 +357,8 @@ class PPOMuscle(Muscle):
                 or log_std.shape != (self.head.size,)):
             raise MosaicError(f"the update maps {policy.n_inputs} inputs to {policy.n_outputs} "
                               f"outputs; this muscle needs {self.spaces.n_inputs} to "
-                              f"{self.head.size}")
+                              f"{self.head.size}"
+                              f"{self.ids.mismatch(policy.n_inputs, self.spaces.observation_size)}")
         self.policy, self.log_std = policy, log_std
         self.version = int(update.get("version", self.version))
 

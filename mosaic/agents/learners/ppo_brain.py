@@ -12,7 +12,7 @@ import numpy as np
 
 from mosaic.agents.brain import Brain
 from mosaic.agents.context import BrainContext
-from mosaic.agents.learners._common import RestorableState, load_mlp
+from mosaic.agents.learners._common import AgentIds, RestorableState, load_mlp
 from mosaic.agents.learners.mlp import MLP, Adam
 from mosaic.agents.learners.ppo import ppo_spaces
 from mosaic.agents.learners.ppo_params import PPOParams, check_ppo_params
@@ -44,7 +44,9 @@ class PPOBrain(RestorableState, Brain):
     """PPO with a clipped surrogate objective, on tanh MLP policy and value networks.
 
     Spaces: as :class:`~mosaic.agents.learners.PPOMuscle`. Several muscles may share the brain;
-    each rollout is one update. Params: :class:`~mosaic.agents.learners.ppo_params.PPOParams`
+    each rollout is one update. With ``agent_id: one_hot`` the networks take one more input per
+    slot of the brain's muscles (the ids of all of them, sorted), which every muscle must serve.
+    Params: :class:`~mosaic.agents.learners.ppo_params.PPOParams`
     (``rollout_steps`` is the muscle's; a ``load_checkpoint`` sets the policy of a Discrete
     head, whose layer sizes then win over ``hidden_sizes``).
 
@@ -73,7 +75,8 @@ class PPOBrain(RestorableState, Brain):
         super().setup(context)
         owner = type(self).__name__
         self.params = params = check_ppo_params(context.params, owner)
-        self.spaces = ppo_spaces(context.slots, owner)
+        self.ids = AgentIds(context.slots, params.agent_id, owner)
+        self.spaces = ppo_spaces(context.slots, owner, self.ids.width)
         self.head = head = self.spaces.head
         rng = context.rng
         hidden = tuple(params.hidden_sizes)

@@ -10,14 +10,18 @@ data.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from mosaic.core.config_problems import StrictModel, config_error, validate
 from mosaic.core.errors import MosaicError
 
-__all__ = ["PPOParams", "check_ppo_params"]
+__all__ = ["AGENT_ID", "PPOParams", "check_ppo_params"]
+
+#: What a network learner's ``agent_id`` param takes (parameter sharing).
+AGENT_ID = ("none or one_hot (one_hot: the one-hot of the slot's index among the agent's "
+            "sorted slot ids is appended to each observation the network sees)")
 
 
 class PPOParams(StrictModel):
@@ -42,6 +46,7 @@ class PPOParams(StrictModel):
     initial_log_std: float = Field(default=0.0, description="a number")
     load_checkpoint: str | None = Field(default=None, description="a path to an mlp checkpoint")
     save_checkpoint: str | None = Field(default=None, description="a path")
+    agent_id: Literal["none", "one_hot"] = Field(default="none", description=AGENT_ID)
 
 
 def check_ppo_params(params: Mapping[str, Any], owner: str) -> PPOParams:

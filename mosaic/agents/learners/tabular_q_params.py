@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from mosaic.agents.learners._params import check_params
-from mosaic.core.config_problems import StrictModel
+from mosaic.core.config_problems import Problem, StrictModel, raise_problems
 
 __all__ = ["TabularQParams", "check_tabular_q_params"]
 
@@ -42,6 +42,18 @@ class TabularQParams(StrictModel):
                                         "(the muscle's episodes from epsilon_start to epsilon_end)")
     load_checkpoint: str | None = Field(default=None, description="a path to a q_table checkpoint")
     save_checkpoint: str | None = Field(default=None, description="a path")
+    agent_id: str = Field(default="none", description="none")
+
+    @field_validator("agent_id")
+    @classmethod
+    def _no_agent_ids(cls, value: str) -> str:
+        if value != "none":
+            raise_problems(Problem((), f"expected none, got {value!r}: tabular Q has no network "
+                                   "to append an agent id to (its table has one row per "
+                                   "observed state, shared by the agent's slots)",
+                                   "map the slots to agents of their own for a table each, or "
+                                   "use a network learner (PPO, DQN) with agent_id: one_hot"))
+        return value
 
 
 def check_tabular_q_params(params: Mapping[str, Any], owner: str) -> TabularQParams:
