@@ -157,14 +157,16 @@ class Supervisor:
         with self._lock:
             return self._placed.get(uid)
 
-    def check(self, only: Collection[str] | None = None) -> None:
-        """Raise for the first watched component (of ``only``, if given) that no longer serves."""
+    def check(self, only: Collection[str] | None = None, *, in_order_ends: bool = False) -> None:
+        """Raise for the first watched component (of ``only``, if given) that no longer serves;
+        with ``in_order_ends``, one that ended by its own orderly stop does not count (a brain
+        stops once its last muscle has shut down)."""
         with self._lock:
             watched = [p for uid, p in self._placed.items()
                        if uid not in self._released and (only is None or uid in only)]
         for placed in watched:
             cause = placed.failure()
-            if cause is not None:
+            if cause is not None and not (in_order_ends and placed.ended_in_order()):
                 failure = ComponentHung if placed.alive() else ComponentDied
                 self.crash(placed.describe())
                 raise failure(placed.describe(), cause)

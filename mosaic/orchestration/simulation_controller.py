@@ -540,7 +540,11 @@ class SimulationController(Component):
         clock = ShutdownClock(self.ctx)
 
         def check() -> None:
-            self.ctx.supervisor.check(only=(uid, *needs))
+            supervisor = self.ctx.supervisor
+            supervisor.check(only=(uid,))
+            # A brain ends in order once its last muscle is shut down, maybe before that
+            # muscle's answer is here; only a brain that failed ends the wait.
+            supervisor.check(only=needs, in_order_ends=True)
             if clock.expired():
                 raise RequestTimeout(f"{client.peer} did not answer before the hurried deadline "
                                      "of a cancelled or failed run")

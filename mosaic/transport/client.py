@@ -10,7 +10,7 @@ from typing import TypeVar
 import zmq
 
 from mosaic.core.errors import CodecError, RemoteError, RequestTimeout, TransportError
-from mosaic.messages import ErrorResponse, Notice, Request, Response
+from mosaic.messages import ErrorResponse, Message, Notice, Request, Response
 from mosaic.messages.codec import DEFAULT_MAX_FRAME_BYTES, decode_message, encode_message
 from mosaic.transport.context import context
 from mosaic.transport.credentials import Credentials
@@ -22,6 +22,10 @@ R = TypeVar("R", bound=Response)
 
 #: How often a long wait wakes up to run its liveness/cancellation check.
 CHECK_INTERVAL_S = 0.1
+#: How long a wait whose check failed still looks for the answer: a peer that answered and then
+#: exited (a component's last answer is its shutdown's) may be found gone before the answer,
+#: already written to its socket, is read here.
+LAST_WORD_S = 0.05
 
 
 #: The longest a send may block. Sends queue at once unless the peer's queue is full (a
@@ -112,7 +116,16 @@ class RequestClient:
                 frame = sock.recv()
             except zmq.Again:
                 if check is not None:
-                    check()
+                    try:
+                        check()
+                    except BaseException:
+                        # A peer that answers and then exits (a component's shutdown answer
+                        # is its last word) can be found gone before its answer is read: an
+                        # answer already on its way wins over the check's failure.
+                        last = self._last_word(correlation_id)
+                        if last is None:
+                            raise
+                        return self._answer(last, expect)
                 if time.monotonic() >= deadline:
                     raise RequestTimeout(
                         f"{self.peer} did not answer within {timeout:g} s"
@@ -126,13 +139,33 @@ class RequestClient:
             if answer_id != correlation_id:
                 log.debug("stale reply %s from %s dropped", answer_id, self.peer)
                 continue
-            if type(message) is expect:
+            return self._answer(message, expect)
+
+    def _answer(self, message: Message, expect: type[R]) -> R:
+        if type(message) is expect:
+            return message
+        if isinstance(message, ErrorResponse):
+            raise RemoteError(self.peer, f"{message.error_type}: {message.error}")
+        raise TransportError(
+            f"{self.peer} answered {type(message).__name__}, expected {expect.__name__}"
+        )
+
+    def _last_word(self, correlation_id: int) -> Message | None:
+        """The answer to ``correlation_id`` if it reaches this socket within
+        :data:`LAST_WORD_S`, else None (stale and malformed frames are dropped)."""
+        sock = self._socket
+        deadline = time.monotonic() + LAST_WORD_S
+        while (left := deadline - time.monotonic()) > 0:
+            if not sock.poll(int(left * 1000) + 1):
+                return None
+            try:
+                answer_id, message = decode_message(sock.recv(zmq.NOBLOCK),
+                                                    max_bytes=self.max_frame_bytes)
+            except (zmq.Again, CodecError):
+                continue
+            if answer_id == correlation_id:
                 return message
-            if isinstance(message, ErrorResponse):
-                raise RemoteError(self.peer, f"{message.error_type}: {message.error}")
-            raise TransportError(
-                f"{self.peer} answered {type(message).__name__}, expected {expect.__name__}"
-            )
+        return None
 
     def request(
         self,

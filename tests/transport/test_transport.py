@@ -104,6 +104,35 @@ def test_a_late_answer_is_not_taken_for_the_next_one():
         echo.stop()
 
 
+def test_an_answer_sent_before_the_peer_is_found_gone_is_still_taken():
+    """A component's last answer (its shutdown's) can be on its way when the wait's check finds
+    it gone: the answer wins; without one, the check's failure stands."""
+    server = RequestServer("inproc://last-word", name="last", idle_timeout_ms=20)
+    client = RequestClient("inproc://last-word", peer="last")
+
+    class Gone(Exception):
+        pass
+
+    def answered_then_gone() -> None:
+        server.reply(incoming, PongResponse("last"))
+        raise Gone
+
+    def gone() -> None:
+        raise Gone
+
+    try:
+        correlation = client.send(PingRequest())
+        incoming = server.receive()
+        assert client.receive(correlation, 5, PongResponse, answered_then_gone).uid == "last"
+        correlation = client.send(PingRequest())
+        incoming = server.receive()
+        with pytest.raises(Gone):
+            client.receive(correlation, 5, PongResponse, gone)
+    finally:
+        client.close()
+        server.close()
+
+
 def test_an_error_response_raises_remote_error():
     server = RequestServer("inproc://err", name="err", idle_timeout_ms=20)
     client = RequestClient("inproc://err", peer="err")
