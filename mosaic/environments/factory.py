@@ -17,6 +17,7 @@ from pettingzoo import AECEnv, ParallelEnv
 from mosaic.core.errors import MosaicError
 from mosaic.core.imports import ImportPathError, import_module, import_object, resolve_env
 from mosaic.environments.adapter import EnvironmentAdapter
+from mosaic.environments.global_state import GLOBAL_STATE_PARAM
 from mosaic.environments.gymnasium_adapter import GymnasiumAdapter
 from mosaic.environments.pettingzoo_adapter import AECAdapter, ParallelAdapter
 from mosaic.environments.vector import SEEDINGS, VECTOR_MODES, VectorAdapter
@@ -42,7 +43,10 @@ def make_environment(spec: str, params: Mapping[str, Any],
       them, or an :class:`EnvironmentAdapter` class.
 
     Gymnasium environments get a :class:`GymnasiumAdapter`, AEC environments an
-    :class:`AECAdapter` and Parallel environments a :class:`ParallelAdapter`.
+    :class:`AECAdapter` and Parallel environments a :class:`ParallelAdapter`. ``params`` may
+    hold ``global_state: true`` (mosaic's key, not passed on): a parallel environment's
+    adapter then gives the global state in the infos
+    (:mod:`mosaic.environments.global_state`); any other environment is refused.
 
     Raises :class:`MosaicError` with the reason when the spec cannot be resolved or makes
     something else, or a wrapper cannot wrap it (naming the wrapper); errors raised by the
@@ -52,11 +56,26 @@ def make_environment(spec: str, params: Mapping[str, Any],
     if not target:
         raise MosaicError(f"environment {spec!r}: expected 'gymnasium:<id>', "
                           "'pettingzoo:<family>.<module>' or 'package.module:Attr'")
+    params, global_state = _global_state(spec, params)
     if kind == "gymnasium":
-        return GymnasiumAdapter(wrap(spec, gymnasium.make(target, **dict(params)), wrappers))
-    if kind == "pettingzoo":
-        return _adapt(spec, _make_pettingzoo(spec, target, dict(params)))
-    return _adapt(spec, wrap(spec, _call_factory(spec, params), wrappers))
+        made: Any = wrap(spec, gymnasium.make(target, **dict(params)), wrappers)
+    elif kind == "pettingzoo":
+        made = _make_pettingzoo(spec, target, dict(params))
+    else:
+        made = wrap(spec, _call_factory(spec, params), wrappers)
+    return _adapt(spec, made, global_state)
+
+
+def _global_state(spec: str, params: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool]:
+    """``params`` without mosaic's ``global_state`` key, and its value (False when absent)."""
+    if GLOBAL_STATE_PARAM not in params:
+        return params, False
+    rest = dict(params)
+    value = rest.pop(GLOBAL_STATE_PARAM)
+    if not isinstance(value, bool):
+        raise MosaicError(f"environment {spec!r}: params.{GLOBAL_STATE_PARAM} must be true or "
+                          f"false, not {value!r}")
+    return rest, value
 
 
 class WrapperError(MosaicError):
@@ -115,6 +134,10 @@ def make_any(spec: str, params: Mapping[str, Any], copies: int | None = None,
     names as the environment ``name`` (:class:`~mosaic.environments.video.EpisodeVideo`).
     Raises :class:`~mosaic.environments.video.VideoError` when it cannot be recorded.
     """
+    if params.get(GLOBAL_STATE_PARAM) and (video is not None or copies is not None):
+        raise MosaicError(f"environment {spec!r}: params.{GLOBAL_STATE_PARAM} gives the global "
+                          "state of a PettingZoo parallel environment, which takes neither "
+                          "copies nor record_video")
     if video is not None:
         return _recorded(spec, params, wrappers, video, name)
     if copies is not None:
@@ -123,10 +146,11 @@ def make_any(spec: str, params: Mapping[str, Any], copies: int | None = None,
     kind, _, _ = spec.partition(":")
     if kind in ("gymnasium", "pettingzoo"):
         return make_environment(spec, params, wrappers)
+    params, global_state = _global_state(spec, params)
     made = _call_factory(spec, params)
-    if isinstance(made, VectorEnv) and not wrappers:
+    if isinstance(made, VectorEnv) and not wrappers and not global_state:
         return VectorAdapter(made, max_steps)
-    return _adapt(spec, wrap(spec, made, wrappers))
+    return _adapt(spec, wrap(spec, made, wrappers), global_state)
 
 
 def _recorded(spec: str, params: Mapping[str, Any], wrappers: Sequence[WrapperPlan],
@@ -287,7 +311,16 @@ def _make_pettingzoo(spec: str, target: str, params: dict[str, Any]) -> Any:
     return constructor(**params)
 
 
-def _adapt(spec: str, made: Any) -> EnvironmentAdapter:
+def _adapt(spec: str, made: Any, global_state: bool = False) -> EnvironmentAdapter:
+    if global_state and not isinstance(made, ParallelEnv):
+        _close(made)
+        what = ("a pettingzoo.AECEnv (one agent acts per step; params: {api: parallel} picks "
+                "the parallel API of a module that has both)" if isinstance(made, AECEnv)
+                else "a gymnasium.Env (one agent)" if isinstance(made, gymnasium.Env)
+                else f"a {type(made).__name__}")
+        raise MosaicError(f"environment {spec!r}: params.{GLOBAL_STATE_PARAM} gives the global "
+                          f"state of a PettingZoo parallel environment, and it made {what}; "
+                          f"use a parallel environment or remove {GLOBAL_STATE_PARAM}")
     if isinstance(made, EnvironmentAdapter):
         return made
     if isinstance(made, gymnasium.Env):
@@ -295,6 +328,6 @@ def _adapt(spec: str, made: Any) -> EnvironmentAdapter:
     if isinstance(made, AECEnv):
         return AECAdapter(made)
     if isinstance(made, ParallelEnv):
-        return ParallelAdapter(made)
+        return ParallelAdapter(made, global_state)
     raise MosaicError(f"environment {spec!r} made a {type(made).__name__}, not a gymnasium.Env, "
                       "pettingzoo.AECEnv, pettingzoo.ParallelEnv or EnvironmentAdapter")

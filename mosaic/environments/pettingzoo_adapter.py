@@ -15,6 +15,7 @@ from pettingzoo import AECEnv, ParallelEnv
 
 from mosaic.core.errors import MosaicError
 from mosaic.environments.adapter import EnvironmentAdapter, Outcome
+from mosaic.environments.global_state import GLOBAL_STATE, GlobalState
 
 __all__ = ["AECAdapter", "ParallelAdapter", "action_mask"]
 
@@ -183,11 +184,15 @@ class ParallelAdapter(EnvironmentAdapter):
     left to act: it counts as terminated if an agent that left in the last step terminated,
     else as truncated. ``infos`` holds the infos the environment returned for them.
 
+    With ``global_state`` the info of every slot in ``observations`` also holds the global
+    state under ``"global_state"`` (:mod:`mosaic.environments.global_state`); without it
+    nothing is computed.
+
     Raises :class:`MosaicError` when an acting agent has no action in ``actions``, or when
     stepped after the episode ended and before the next reset.
     """
 
-    def __init__(self, env: ParallelEnv[str, Any, Any]) -> None:
+    def __init__(self, env: ParallelEnv[str, Any, Any], global_state: bool = False) -> None:
         if not isinstance(env, ParallelEnv):
             raise MosaicError(f"ParallelAdapter needs a pettingzoo.ParallelEnv, got "
                               f"{type(env).__name__}")
@@ -195,6 +200,7 @@ class ParallelAdapter(EnvironmentAdapter):
         self.slots = _slots(env)
         self._acting: tuple[str, ...] = ()
         self._closed = False
+        self._global_state = GlobalState(env, self.slots) if global_state else None
 
     def reset(self, seed: int | None) -> Outcome:
         """Reset the environment with ``seed``; every agent it starts with acts first."""
@@ -204,7 +210,7 @@ class ParallelAdapter(EnvironmentAdapter):
             raise MosaicError(f"{self.env} has no agents after reset")
         self._acting = acting
         return Outcome(dict(observations), _NO_REWARDS, False, False, acting,
-                       _masks(observations, infos, acting), _infos(infos, observations))
+                       _masks(observations, infos, acting), self._infos(infos, observations))
 
     def step(self, actions: Mapping[str, Any]) -> Outcome:
         """Step one action per acting agent, taken from ``actions``; other entries are ignored."""
@@ -223,11 +229,21 @@ class ParallelAdapter(EnvironmentAdapter):
         step_rewards = {agent: float(reward) for agent, reward in rewards.items()}
         if acting:
             return Outcome(dict(observations), step_rewards, False, False, acting,
-                           _masks(observations, infos, acting), _infos(infos, observations))
+                           _masks(observations, infos, acting), self._infos(infos, observations))
         ended = [(bool(terminations.get(agent)), bool(truncations.get(agent))) for agent in before]
         terminated, truncated = _episode_end(ended)
         return Outcome(dict(observations), step_rewards, terminated, truncated, (), _NO_MASKS,
-                       _infos(infos, observations))
+                       self._infos(infos, observations))
+
+    def _infos(self, infos: Mapping[str, Any], observations: Mapping[str, Any]
+               ) -> dict[str, Any]:
+        """The non-empty infos of the agents in ``observations``, each with the global state
+        when it was asked for."""
+        if self._global_state is None:
+            return _infos(infos, observations)
+        state = self._global_state(observations)
+        return {agent: {**(infos.get(agent) or {}), GLOBAL_STATE: state}
+                for agent in observations}
 
     def close(self) -> None:
         """Close the environment once; later calls do nothing."""

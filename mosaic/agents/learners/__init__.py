@@ -8,6 +8,8 @@
   buffer and a target network, for Box observations and Discrete actions, on :class:`MLP`.
 * :class:`PPOBrain` / :class:`PPOMuscle`: proximal policy optimisation (clipped surrogate, GAE)
   for Box observations and Discrete or Box actions (CartPole, Pendulum, ...), on :class:`MLP`.
+* :class:`MAPPOBrain` / :class:`MAPPOMuscle`: PPO with a centralised critic (MAPPO) or a local
+  one (IPPO) for PettingZoo parallel environments, the slots of an agent sharing one policy.
 * :class:`TD3Brain` / :class:`TD3Muscle` and :class:`SACBrain` / :class:`SACMuscle`: TD3 and soft
   actor-critic with a replay buffer and twin critics, for Box observations and bounded Box
   actions (Pendulum, MountainCarContinuous, ...), on :class:`MLP`.
@@ -29,6 +31,8 @@ RL worker plays.
 
 from mosaic.agents.learners.dqn import DQNBrain, DQNMuscle
 from mosaic.agents.learners.harness import EpisodeStats, Harness
+from mosaic.agents.learners.mappo import MAPPOMuscle
+from mosaic.agents.learners.mappo_brain import MAPPOBrain
 from mosaic.agents.learners.mlp import MLP, Adam, log_softmax, softmax, softmax_policy_loss
 from mosaic.agents.learners.policy_gradient import PolicyGradientBrain, PolicyGradientMuscle
 from mosaic.agents.learners.ppo import PPOMuscle
@@ -45,6 +49,8 @@ __all__ = [
     "DQNMuscle",
     "EpisodeStats",
     "Harness",
+    "MAPPOBrain",
+    "MAPPOMuscle",
     "PPOBrain",
     "PPOMuscle",
     "PolicyGradientBrain",
