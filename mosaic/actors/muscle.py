@@ -88,6 +88,7 @@ class MuscleActor(Component):
         self._slots: frozenset[str] = frozenset()
         self._checkpoint_every = 0
         self._informs = False
+        self._learns = True
         self._episodes = 0
         self._metrics = MetricLog()
         self._relayed: PendingMetrics[Metric] = PendingMetrics(f"the brain of muscle {uid!r}")
@@ -134,8 +135,10 @@ class MuscleActor(Component):
                 params=dict(request.muscle.params), metrics=self._greedy_metrics))
             self._greedy = greedy
         self._slots = frozenset(slots)
-        # Most muscles ignore infos: skip the calls on the hot path for them.
+        # Most muscles ignore infos, and a muscle that does not learn ignores its rewards: skip
+        # the calls (one per slot a step) on the hot path for them.
         self._informs = cls.receive_info is not Muscle.receive_info
+        self._learns = cls.feedback is not Muscle.feedback
         self._brain_timeout = request.brain_timeout
         self._checkpoint_every = request.checkpoint_every
         if request.brain_endpoint:
@@ -192,7 +195,7 @@ class MuscleActor(Component):
             muscle.reset()
         if self._informs:
             self._inform(muscle, request)
-        if request.step:
+        if request.step and self._learns:
             for slot, reward in request.rewards.items():
                 experience = muscle.feedback(slot, reward, request.terminated, request.truncated,
                                              observations.get(slot))
@@ -200,10 +203,7 @@ class MuscleActor(Component):
                     self._learn(muscle, experience)
         if request.terminated or request.truncated:
             return AgentUpdateResponse(_NO_ACTIONS, self._reported())
-        legal = request.legal_actions
-        actions = {slot: muscle.act(slot, observations[slot], legal.get(slot))
-                   for slot in request.acting if slot in self._slots}
-        return AgentUpdateResponse(actions, self._reported(), snapshot)
+        return AgentUpdateResponse(self._act(muscle, request), self._reported(), snapshot)
 
     @handles(AgentEvaluateRequest)
     def _evaluate(self, request: AgentEvaluateRequest) -> AgentUpdateResponse:
@@ -220,17 +220,14 @@ class MuscleActor(Component):
             greedy.reset()
         if self._informs:
             self._inform(greedy, request)
-        if request.step:
+        if request.step and self._learns:
             # Evaluation teaches nothing: what feedback returns goes nowhere.
             for slot, reward in request.rewards.items():
                 greedy.feedback(slot, reward, request.terminated, request.truncated,
                                 observations.get(slot))
         if request.terminated or request.truncated:
             return AgentUpdateResponse(_NO_ACTIONS, self._reported())
-        legal = request.legal_actions
-        actions = {slot: greedy.act(slot, observations[slot], legal.get(slot))
-                   for slot in request.acting if slot in self._slots}
-        return AgentUpdateResponse(actions, self._reported(), snapshot)
+        return AgentUpdateResponse(self._act(greedy, request), self._reported(), snapshot)
 
     @handles(AgentBatchRequest)
     def _batch(self, request: AgentBatchRequest) -> AgentBatchResponse:
@@ -248,6 +245,17 @@ class MuscleActor(Component):
         self._episode_starts(int(o.starts.sum()))
         actions = muscle.act_batch(slot, batch)
         return AgentBatchResponse(actions, self._reported())
+
+    def _act(self, muscle: Muscle, request: AgentUpdateRequest | AgentEvaluateRequest
+             ) -> dict[str, Any]:
+        """``muscle``'s action for each acting slot of this muscle in ``request``."""
+        act, observations, legal, mine = (muscle.act, request.observations,
+                                          request.legal_actions, self._slots)
+        if not legal:
+            return {slot: act(slot, observations[slot], None)
+                    for slot in request.acting if slot in mine}
+        return {slot: act(slot, observations[slot], legal.get(slot))
+                for slot in request.acting if slot in mine}
 
     def _inform(self, muscle: Muscle, request: AgentUpdateRequest | AgentEvaluateRequest) -> None:
         """``receive_info`` for each slot that gets feedback or acts in ``request``, before

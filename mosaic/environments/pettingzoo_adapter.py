@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import gymnasium
+import numpy as np
 from pettingzoo import AECEnv, ParallelEnv
 
 from mosaic.core.errors import MosaicError
@@ -58,7 +59,10 @@ def _masks(observations: Mapping[str, Any], infos: Mapping[str, Any],
            agents: Iterable[str]) -> dict[str, Any]:
     masks = {}
     for agent in agents:
-        mask = action_mask(observations.get(agent), infos.get(agent))
+        observation, info = observations.get(agent), infos.get(agent)
+        if type(observation) is np.ndarray and (info is None or (type(info) is dict and not info)):
+            continue  # nowhere to hold a mask (the common case, told cheaply)
+        mask = action_mask(observation, info)
         if mask is not None:
             masks[agent] = mask
     return masks

@@ -57,13 +57,20 @@ def _int(value: int) -> int:
 def _dict(value: dict[Any, Any]) -> dict[Any, Any]:
     if not value:
         return {}
-    copies = _COPIERS
+    copies, shared = _COPIERS, _SHARED
     out = {}
+    # A step's dicts hold one value per slot: the common kinds are copied here, not called for.
     for key, item in value.items():
         if type(key) not in _PLAIN_KEYS:
             return _round_trip(value)  # type: ignore[no-any-return]
-        copier = copies.get(type(item))
-        out[key] = copier(item) if copier is not None else detached(item)
+        kind = type(item)
+        if kind in shared:
+            out[key] = item
+        elif kind is np.ndarray and not item.dtype.hasobject:
+            out[key] = item.copy(order="A")
+        else:
+            copier = copies.get(kind)
+            out[key] = copier(item) if copier is not None else detached(item)
     return out
 
 
@@ -126,6 +133,7 @@ def _resolve(kind: type) -> _Copier:
     copier: _Copier
     if issubclass(kind, np.generic) and not issubclass(kind, np.void):
         copier = _same  # NumPy scalars are immutable (a structured one is not: the codec's)
+        _SHARED.add(kind)
     elif issubclass(kind, _Typed) and _REGISTRY.get(kind.__name__) is kind:
         copier = _typed_copier(kind)
     else:
@@ -136,6 +144,9 @@ def _resolve(kind: type) -> _Copier:
 
 _SCALARS = frozenset({bool, int, float, str, bytes, type(None)})
 _PLAIN_KEYS = frozenset({str, int, bytes, bool, float, type(None)})
+#: The types whose values are shared, not copied: immutable, and carried by the codec as they
+#: are (NumPy scalar types join as they are met). Not int: a big one takes the codec's copy.
+_SHARED: set[type] = {type(None), bool, float, str, bytes}
 _COPIERS: dict[type, _Copier] = {
     type(None): _same,
     bool: _same,

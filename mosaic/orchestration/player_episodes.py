@@ -26,7 +26,7 @@ from mosaic.messages import (
     Request,
     Response,
 )
-from mosaic.messages.codec import pack
+from mosaic.messages.codec import pack_each
 from mosaic.orchestration.episodes import Episodes, Recording, Schedule, chosen
 from mosaic.orchestration.ledger import Ledger
 
@@ -158,19 +158,23 @@ class PlayerEpisodes(Episodes):
         is about to act again or the episode ends: the contract of Muscle.feedback, also in
         turn-based games. A row keeps the ``store_info`` keys of the slot's info of this step.
         """
-        rewards: dict[str, float] = {}
+        if not slots:
+            return {}
         ledger = self.ledger
-        digest, record, rows, run_id = ledger.digest, self.record_steps, ledger.rows, ledger.run_id
         uid, outstanding = self.uid, self.outstanding
-        for slot in slots:
-            step, observation, action, reward = outstanding.pop(slot)
-            rewards[slot] = reward
-            digest.update(pack((uid, slot, observation, action, reward, terminated, truncated)))
-            if record:
-                rows.append((run_id, uid, self.episode, step, self.mapping[slot], slot,
-                             observation, action, reward, terminated, truncated, 0,
-                             chosen(self.store_info, infos.get(slot))))
-        return rewards
+        settled = [(slot, outstanding.pop(slot)) for slot in slots]
+        # The digest takes each action's encoding in turn; all of this step's in one call.
+        ledger.digest.update(pack_each([
+            (uid, slot, observation, action, reward, terminated, truncated)
+            for slot, (_, observation, action, reward) in settled]))
+        if self.record_steps:
+            run_id, episode, mapping, keys = (ledger.run_id, self.episode, self.mapping,
+                                              self.store_info)
+            ledger.rows.extend(
+                (run_id, uid, episode, step, mapping[slot], slot, observation, action, reward,
+                 terminated, truncated, 0, chosen(keys, infos.get(slot)))
+                for slot, (step, observation, action, reward) in settled)
+        return {slot: entry[3] for slot, entry in settled}
 
     def _ask_muscles(self, step: int, observations: dict[str, Any], rewards: dict[str, float],
                      terminated: bool, truncated: bool, acting: tuple[str, ...],

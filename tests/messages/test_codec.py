@@ -41,6 +41,7 @@ from mosaic.messages import (
     unpack,
 )
 from mosaic.messages._wire import EXT_BIGINT
+from mosaic.messages.codec import pack_each
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -398,6 +399,23 @@ def test_nesting_beyond_the_limit_raises_codec_error() -> None:
         value = (value,)
     with pytest.raises(CodecError):
         pack(value)
+
+
+@FAST
+@given(st.lists(values, max_size=20))
+def test_pack_each_gives_the_encodings_one_after_another(items: list[Any]) -> None:
+    assert pack_each(items) == b"".join(pack(item) for item in items)
+
+
+@pytest.mark.parametrize("count", [0, 15, 16, (1 << 16) - 1, 1 << 16])
+def test_pack_each_past_each_size_of_msgpacks_array_header(count: int) -> None:
+    items = [(index, np.int8(index % 100)) for index in range(count)]
+    assert pack_each(items) == b"".join(pack(item) for item in items)
+
+
+def test_pack_each_raises_the_error_of_a_value_it_cannot_encode() -> None:
+    with pytest.raises(CodecError, match="object"):
+        pack_each([1, object()])
 
 
 def test_packing_is_thread_safe() -> None:

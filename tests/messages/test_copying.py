@@ -62,6 +62,21 @@ def test_empty_dicts_of_a_message_are_new_ones() -> None:
         assert getattr(copy, name) == {} and getattr(copy, name) is not getattr(message, name)
 
 
+def test_a_steps_dict_of_many_slots_keeps_every_value_as_the_codec_does() -> None:
+    """One value per slot, of every kind a step carries: scalars (Python's and NumPy's) stay
+    what they are, arrays are copies, in their layout; whatever the codec refuses is refused."""
+    step: dict[str, Any] = {f"agent_{index}": value for index, value in enumerate([
+        np.arange(4, dtype=np.float32), np.int64(1), np.float32(0.5), 1.0, True, None, "up",
+        b"\x00", 7, 1 << 70, np.asfortranarray(np.ones((2, 3))), np.arange(6)[::2],
+        np.array(["a", None], dtype=object), {"mask": np.ones(2, dtype=np.int8)}, (1, [2])])}
+    copy = detached(step)
+    assert_identical(unpack(pack(step)), copy)
+    assert_shares_no_array(step, copy)
+    assert copy["agent_10"].flags.f_contiguous and copy["agent_11"].flags.c_contiguous
+    with pytest.raises(CodecError, match="MaskedArray"):
+        detached({**step, "odd": np.ma.masked_array([1, 2])})
+
+
 def test_records_inside_messages_are_copied_too() -> None:
     outcome = BatchOutcome(observations=np.zeros((2, 4)), rewards=np.ones(2),
                            terminated=np.zeros(2, bool), truncated=np.zeros(2, bool),

@@ -176,6 +176,49 @@ def test_an_episode_end_links_the_digest_chain_after_handing_over_its_steps() ->
     assert ledger.progress.positions == {"board": (1, 0, 0)}
 
 
+def test_a_step_of_many_slots_settles_each_in_the_order_they_act() -> None:
+    """A simultaneous game of three slots of one muscle: every step settles each slot's action
+    (in the order the environment lists them acting), the digest takes them in that order,
+    one row each, and each slot's reward goes back to it alone."""
+    slots = ("p0", "p1", "p2")
+    ledger, book = ledger_and_book()
+    muscles = Muscles()
+    loop = PlayerEpisodes(0, "crowd", dict.fromkeys(slots, "agent"), ledger,
+                          Schedule(SEED, 1, None, 0, 0), Recording(steps=True, episodes=True),
+                          muscles)
+
+    def seen(step: int) -> dict[str, np.ndarray]:
+        return {slot: np.full(2, 10 * step + index, dtype=np.float32)
+                for index, slot in enumerate(slots)}
+
+    later = ("p2", "p0", "p1")
+    run(loop, Script([
+        EnvironmentResetResponse(seen(0), slots, {}),
+        EnvironmentUpdateResponse(seen(1), {"p0": 1.0, "p1": 2.0, "p2": 3.0}, False, False,
+                                  later, {}),
+        EnvironmentUpdateResponse(seen(2), {"p0": 4.0, "p1": 5.0, "p2": 6.0}, False, True,
+                                  (), {}),
+    ]))
+
+    assert [r.rewards for r in muscles.requests] == [
+        {}, {"p2": 3.0, "p0": 1.0, "p1": 2.0}, {"p2": 6.0, "p0": 4.0, "p1": 5.0}]
+    settled = [(0, slot) for slot in later] + [(1, slot) for slot in later]
+    rewards = {(0, "p0"): 1.0, (0, "p1"): 2.0, (0, "p2"): 3.0,
+               (1, "p0"): 4.0, (1, "p1"): 5.0, (1, "p2"): 6.0}
+    rows = [r for kind, value in book.events if kind == "rows" for r in value]
+    assert [(r[3], r[5], r[8], r[10]) for r in rows] == [
+        (step, slot, rewards[step, slot], step == 1) for step, slot in settled]
+    expected = chained("")
+    for (step, slot), row in zip(settled, rows, strict=True):
+        observation = seen(step)[slot]
+        assert np.array_equal(row[6], observation)  # the one the action was chosen on
+        expected.update(pack(("crowd", slot, observation, 0, rewards[step, slot], False,
+                              step == 1)))
+    assert ledger.chain == expected.digest().hex()
+    ((args, _kwargs),) = book.episodes
+    assert args[5] == {"p0": 5.0, "p1": 7.0, "p2": 9.0}
+
+
 def test_equal_trajectories_give_equal_digests_and_others_differ() -> None:
     digests = []
     for _ in range(2):
