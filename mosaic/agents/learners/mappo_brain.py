@@ -14,7 +14,7 @@ from mosaic.agents.learners._common import AgentIds, RestorableState
 from mosaic.agents.learners.mappo_params import MAPPOParams, check_mappo_params
 from mosaic.agents.learners.mlp import MLP, Adam
 from mosaic.agents.learners.ppo import ppo_spaces
-from mosaic.agents.learners.ppo_policy import clipped_surrogate, gae
+from mosaic.agents.learners.ppo_policy import Minibatch, gae, policy_update, ppo_step
 from mosaic.agents.policies import mlp_arrays
 from mosaic.core.errors import MosaicError
 
@@ -224,27 +224,10 @@ class MAPPOBrain(RestorableState, Brain):
         if value is None or optimizer is None:
             raise MosaicError("the value network is built before an update")
         obs, critic, actions, log_probs, masks, advantages, returns = columns
-        params = self.params
-        advantage = advantages[rows]
-        if params.normalize_advantages and rows.shape[0] > 1:
-            advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-        outputs, policy_inputs = self.policy.forward_cached(obs[rows])
-        stats, grad_out, grad_log_std = clipped_surrogate(
-            self.head, outputs, actions[rows], log_probs[rows], advantage, params.clip_range,
-            params.entropy_coef, masks[rows] if self.head.discrete else None, self.log_std)
-        values, value_inputs = value.forward_cached(critic[rows])
-        error = values[:, 0] - returns[rows]
-        value_loss = float(np.mean(error * error))
-        grad_value = (params.value_coef * 2.0 / rows.shape[0]) * error[:, None]
-        grads = [*self.policy.backward(policy_inputs, grad_out),
-                 *([] if grad_log_std is None else [grad_log_std]),
-                 *value.backward(value_inputs, grad_value)]
-        grad_norm = float(np.sqrt(sum(float(np.sum(g * g)) for g in grads)))
-        optimizer.step(grads)
-        for name, number in (("policy_loss", stats.loss), ("value_loss", value_loss),
-                             ("entropy", stats.entropy), ("approx_kl", stats.approx_kl),
-                             ("clip_fraction", stats.clip_fraction), ("grad_norm", grad_norm)):
-            totals[name] += number
+        ppo_step(self.policy, value, optimizer, self.head, self.log_std, self.params,
+                 Minibatch(obs[rows], critic[rows], actions[rows], log_probs[rows],
+                           masks[rows] if self.head.discrete else None, advantages[rows],
+                           returns[rows]), totals)
 
     # -- weights and state ----------------------------------------------------------------
     def sync(self, muscle: str) -> dict[str, np.ndarray]:
@@ -252,13 +235,8 @@ class MAPPOBrain(RestorableState, Brain):
         return self.weights()
 
     def weights(self) -> dict[str, np.ndarray]:
-        """The policy as an update for a muscle: ``W0``, ``b0``, ..., ``log_std`` (Box
-        actions) and ``version`` (0-d)."""
-        arrays = self.policy.to_arrays()
-        if not self.head.discrete:
-            arrays["log_std"] = self.log_std.copy()
-        arrays["version"] = np.array(self.version, dtype=np.int64)
-        return arrays
+        """The policy as an update for a muscle (see :func:`policy_update`)."""
+        return policy_update(self.policy, self.head, self.log_std, self.version)
 
     def state(self) -> dict[str, np.ndarray]:
         """The policy (``policy.*``), ``log_std``, ``version`` and the value scale

@@ -16,7 +16,7 @@ from mosaic.agents.learners._common import AgentIds, RestorableState, load_mlp
 from mosaic.agents.learners.mlp import MLP, Adam
 from mosaic.agents.learners.ppo import ppo_spaces
 from mosaic.agents.learners.ppo_params import PPOParams, check_ppo_params
-from mosaic.agents.learners.ppo_policy import clipped_surrogate, gae
+from mosaic.agents.learners.ppo_policy import Minibatch, gae, policy_update, ppo_step
 from mosaic.agents.policies import mlp_arrays, save_mlp
 from mosaic.core.errors import MosaicError
 
@@ -165,28 +165,12 @@ class PPOBrain(RestorableState, Brain):
 
     def _step(self, rollout: _Rollout, rows: np.ndarray, totals: dict[str, float]) -> None:
         """One Adam step on the minibatch ``rows``; adds its stats to ``totals``."""
-        params = self.params
-        advantages = rollout.advantages[rows]
-        if params.normalize_advantages and rows.shape[0] > 1:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-        outputs, policy_inputs = self.policy.forward_cached(rollout.observations[rows])
-        stats, grad_out, grad_log_std = clipped_surrogate(
-            self.head, outputs, rollout.actions[rows], rollout.log_probs[rows], advantages,
-            params.clip_range, params.entropy_coef,
-            None if rollout.masks is None else rollout.masks[rows], self.log_std)
-        values, value_inputs = self.value.forward_cached(rollout.observations[rows])
-        error = values[:, 0] - rollout.returns[rows]
-        value_loss = float(np.mean(error * error))
-        grad_value = (params.value_coef * 2.0 / rows.shape[0]) * error[:, None]
-        grads = [*self.policy.backward(policy_inputs, grad_out),
-                 *([] if grad_log_std is None else [grad_log_std]),
-                 *self.value.backward(value_inputs, grad_value)]
-        grad_norm = float(np.sqrt(sum(float(np.sum(g * g)) for g in grads)))
-        self.optimizer.step(grads)
-        for name, value in (("policy_loss", stats.loss), ("value_loss", value_loss),
-                            ("entropy", stats.entropy), ("approx_kl", stats.approx_kl),
-                            ("clip_fraction", stats.clip_fraction), ("grad_norm", grad_norm)):
-            totals[name] += value
+        observations = rollout.observations[rows]
+        ppo_step(self.policy, self.value, self.optimizer, self.head, self.log_std, self.params,
+                 Minibatch(observations, observations, rollout.actions[rows],
+                           rollout.log_probs[rows],
+                           None if rollout.masks is None else rollout.masks[rows],
+                           rollout.advantages[rows], rollout.returns[rows]), totals)
 
     # -- weights and state ----------------------------------------------------------------
     def sync(self, muscle: str) -> dict[str, np.ndarray]:
@@ -194,13 +178,8 @@ class PPOBrain(RestorableState, Brain):
         return self.weights()
 
     def weights(self) -> dict[str, np.ndarray]:
-        """The policy as an update for a muscle: ``W0``, ``b0``, ..., ``log_std`` (Box
-        actions) and ``version`` (0-d)."""
-        arrays = self.policy.to_arrays()
-        if not self.head.discrete:
-            arrays["log_std"] = self.log_std.copy()
-        arrays["version"] = np.array(self.version, dtype=np.int64)
-        return arrays
+        """The policy as an update for a muscle (see :func:`policy_update`)."""
+        return policy_update(self.policy, self.head, self.log_std, self.version)
 
     def state(self) -> dict[str, np.ndarray]:
         """Both networks (``policy.*``, ``value.*``), ``log_std``, the optimizer (``adam.*``)

@@ -10,17 +10,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mosaic.agents.learners.mlp import (
+    MLP,
+    Adam,
     log_softmax,
     masked_logits,
     sample_softmax,
     softmax_policy_loss,
 )
 
-__all__ = ["PolicyHead", "SurrogateStats", "clipped_surrogate", "gae"]
+if TYPE_CHECKING:
+    from mosaic.agents.learners.ppo_params import PPOParams
+
+__all__ = ["Minibatch", "PolicyHead", "SurrogateStats", "clipped_surrogate", "gae",
+           "policy_update", "ppo_step"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -149,3 +156,60 @@ def clipped_surrogate(
     grad_log_std = -np.sum(weights[:, None] * (z * z - 1.0), axis=0) / n - entropy_coef
     return (SurrogateStats(loss - entropy_coef * entropy, entropy, **stats), grad_mean,
             grad_log_std)
+
+
+@dataclass(frozen=True, slots=True)
+class Minibatch:
+    """The rows of one PPO minibatch: the policy's inputs, the critic's (the same array for
+    PPO, the global state for MAPPO's centralised critic), the actions taken, their
+    log-probabilities then, the action masks (None: none), the advantages and the value
+    targets."""
+
+    observations: np.ndarray
+    critic_inputs: np.ndarray
+    actions: np.ndarray
+    log_probs: np.ndarray
+    masks: np.ndarray | None
+    advantages: np.ndarray
+    returns: np.ndarray
+
+
+def ppo_step(policy: MLP, value: MLP, optimizer: Adam, head: PolicyHead,
+             log_std: np.ndarray, params: PPOParams, batch: Minibatch,
+             totals: dict[str, float]) -> None:
+    """One Adam step of PPO on ``batch``: the clipped surrogate through ``head`` for
+    ``policy`` (and ``log_std`` for a Gaussian head), the squared error of ``value`` against
+    the targets; adds the minibatch's stats to ``totals`` (``policy_loss``, ``value_loss``,
+    ``entropy``, ``approx_kl``, ``clip_fraction``, ``grad_norm``)."""
+    rows = batch.advantages.shape[0]
+    advantages = batch.advantages
+    if params.normalize_advantages and rows > 1:
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    outputs, policy_inputs = policy.forward_cached(batch.observations)
+    stats, grad_out, grad_log_std = clipped_surrogate(
+        head, outputs, batch.actions, batch.log_probs, advantages, params.clip_range,
+        params.entropy_coef, batch.masks, log_std)
+    values, value_inputs = value.forward_cached(batch.critic_inputs)
+    error = values[:, 0] - batch.returns
+    value_loss = float(np.mean(error * error))
+    grad_value = (params.value_coef * 2.0 / rows) * error[:, None]
+    grads = [*policy.backward(policy_inputs, grad_out),
+             *([] if grad_log_std is None else [grad_log_std]),
+             *value.backward(value_inputs, grad_value)]
+    grad_norm = float(np.sqrt(sum(float(np.sum(g * g)) for g in grads)))
+    optimizer.step(grads)
+    for name, number in (("policy_loss", stats.loss), ("value_loss", value_loss),
+                         ("entropy", stats.entropy), ("approx_kl", stats.approx_kl),
+                         ("clip_fraction", stats.clip_fraction), ("grad_norm", grad_norm)):
+        totals[name] += number
+
+
+def policy_update(policy: MLP, head: PolicyHead, log_std: np.ndarray,
+                  version: int) -> dict[str, np.ndarray]:
+    """The policy as an update for a muscle: ``W0``, ``b0``, ..., ``log_std`` (Box actions)
+    and ``version`` (0-d)."""
+    arrays = policy.to_arrays()
+    if not head.discrete:
+        arrays["log_std"] = log_std.copy()
+    arrays["version"] = np.array(version, dtype=np.int64)
+    return arrays
