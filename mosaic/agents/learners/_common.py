@@ -15,8 +15,8 @@ from mosaic.agents.policies import MLPPolicy, load_policy
 from mosaic.core.errors import MosaicError
 
 __all__ = ["AGENT_ID_KINDS", "AgentIds", "legal_mask", "legal_masks", "load_mlp",
-           "observation_space", "pack_records", "policy_shape", "shared_shape", "unpack_records",
-           "unwrap"]
+           "observation_space", "pack_records", "policy_shape", "rollout_state", "saved_rollout",
+           "shared_shape", "unpack_records", "unwrap"]
 
 #: The values of a network learner's ``agent_id`` param.
 AGENT_ID_KINDS = ("none", "one_hot")
@@ -231,3 +231,21 @@ def unpack_records(state: Mapping[str, np.ndarray], prefix: str,
             record[name] = value.item() if value is not None and value.ndim == 0 else value
         records.append(record)
     return records
+
+
+def rollout_state(closed: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+    """A PPO muscle's rollout so far as state: its ended segments (``closed.*``, each with
+    its ``actions``) and ``steps``, their number of steps."""
+    state = pack_records(closed, "closed.")
+    state["steps"] = np.array(sum(len(segment["actions"]) for segment in closed),
+                              dtype=np.int64)
+    return state
+
+
+def saved_rollout(state: Mapping[str, np.ndarray], fields: tuple[str, ...],
+                  owner: str) -> tuple[list[dict[str, Any]], int]:
+    """The ended segments (with ``fields``) and steps :func:`rollout_state` saved;
+    ``MosaicError`` naming ``owner`` when ``state`` is not such a state."""
+    if "steps" not in state:
+        raise MosaicError(f"{owner} state needs 'steps'; got {sorted(state)}")
+    return unpack_records(state, "closed.", fields), int(state["steps"])

@@ -20,8 +20,8 @@ from mosaic.agents.context import MuscleContext
 from mosaic.agents.learners._common import (
     AgentIds,
     legal_mask,
-    pack_records,
-    unpack_records,
+    rollout_state,
+    saved_rollout,
     unwrap,
 )
 from mosaic.agents.learners.mappo_params import MAPPOParams, check_mappo_params
@@ -259,15 +259,9 @@ class MAPPOMuscle(Muscle):
     def state(self) -> dict[str, np.ndarray]:
         """The rollout collected so far: its ended segments (``closed.*``) and ``steps``
         (between episodes no segment is open)."""
-        state = pack_records(self._closed, "closed.")
-        state["steps"] = np.array(sum(len(segment["actions"]) for segment in self._closed),
-                                  dtype=np.int64)
-        return state
+        return rollout_state(self._closed)
 
     def load_state(self, state: dict[str, np.ndarray]) -> None:
         """Go on collecting the rollout in ``state`` (``MosaicError`` if it is malformed)."""
-        if "steps" not in state:
-            raise MosaicError(f"{type(self).__name__} state needs 'steps'; got {sorted(state)}")
-        self._closed = unpack_records(state, "closed.", _SEGMENT_FIELDS)
+        self._closed, self._steps = saved_rollout(state, _SEGMENT_FIELDS, type(self).__name__)
         self._open.clear()
-        self._steps = int(state["steps"])
