@@ -34,13 +34,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +46,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.many_agents_env import EPISODE_STEPS, Crowd  # noqa: E402 (the root, first)
-from benchmarks.throughput import mosaic_command  # noqa: E402
+from benchmarks.rollouts import Run, load  # noqa: E402
+from benchmarks.rollouts import run_mosaic as run_experiment  # noqa: E402
 
 EXPERIMENT = """\
 uid: many-agents
@@ -71,37 +69,10 @@ AGENT_STEPS = 600_000
 QUICK_AGENT_STEPS = 150_000
 
 
-@dataclass(frozen=True)
-class Run:
-    """One mosaic command: its env steps and stepping time, from its store."""
-
-    steps: int
-    stepping_s: float  # the 'running' transition -> the 'stopping' one
-    digest: str
-
-
 def run_mosaic(folder: Path, agents: int, episodes: int) -> Run:
-    """Run the experiment with the real command; SystemExit with its error if the run did not
-    finish (a benchmark of a failing run measures nothing)."""
-    experiment = folder / f"crowd-{agents}.yml"
-    experiment.write_text(EXPERIMENT.format(episodes=episodes, agents=agents))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [
-        str(ROOT), os.environ.get("PYTHONPATH")]))}
-    store = folder / f"crowd-{agents}-{time.monotonic_ns()}.sqlite"
-    result = subprocess.run([*mosaic_command(), "experiment-start", str(experiment),
-                             "--store", str(store), "--quiet"],
-                            capture_output=True, text=True, timeout=900, cwd=folder, env=env)
-    if result.returncode != 0 or not store.exists():
-        raise SystemExit(f"{agents} agents: mosaic exited {result.returncode}:\n{result.stderr}")
-    with sqlite3.connect(store) as connection:
-        run_id, status, error, steps, digest = connection.execute(
-            "SELECT id, status, error, steps, digest FROM runs").fetchone()
-        times = dict(connection.execute(
-            "SELECT to_state, at FROM transitions WHERE run_id = ?", (run_id,)).fetchall())
-    store.unlink()
-    if status != "finished":
-        raise SystemExit(f"{agents} agents: the run {status}: {error}")
-    return Run(steps, times["stopping"] - times["running"], digest)
+    """Run the experiment with the real command (see :func:`benchmarks.rollouts.run_mosaic`)."""
+    return run_experiment(folder, f"crowd-{agents}",
+                          EXPERIMENT.format(episodes=episodes, agents=agents))
 
 
 def plain_loop(agents: int, steps: int) -> float:
@@ -124,10 +95,6 @@ def plain_loop(agents: int, steps: int) -> float:
             episode += 1
             env.reset(seed=episode)
     return taken * agents / (time.perf_counter() - started)
-
-
-def load() -> str:
-    return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 def main() -> None:

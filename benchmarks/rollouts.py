@@ -154,6 +154,7 @@ class Run:
     before_running_s: float  # runs.started_at -> the 'running' transition
     after_stopping_s: float  # the 'stopping' transition -> runs.ended_at
     cpu_s: float  # RUSAGE_CHILDREN around the command
+    digest: str
 
     @property
     def stepping_s(self) -> float:
@@ -186,15 +187,16 @@ def run_mosaic(folder: Path, name: str, text: str) -> Run:
     if result.returncode != 0 or not store.exists():
         raise SystemExit(f"{name}: mosaic exited {result.returncode}:\n{result.stderr}")
     with sqlite3.connect(store) as connection:
-        run_id, status, error, taken, episodes, started, ended = connection.execute(
-            "SELECT id, status, error, steps, episodes, started_at, ended_at FROM runs"
+        run_id, status, error, taken, episodes, started, ended, digest = connection.execute(
+            "SELECT id, status, error, steps, episodes, started_at, ended_at, digest FROM runs"
         ).fetchone()
         times = dict(connection.execute(
             "SELECT to_state, at FROM transitions WHERE run_id = ?", (run_id,)).fetchall())
     if status != "finished":
         raise SystemExit(f"{name}: the run {status}: {error}")
+    store.unlink()
     return Run(taken, episodes, ended - started, times["running"] - started,
-               ended - times["stopping"], cpu)
+               ended - times["stopping"], cpu, digest)
 
 
 # -- references --------------------------------------------------------------------------------
