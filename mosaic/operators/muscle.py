@@ -96,9 +96,12 @@ from mosaic.operators.api.operator import (
     PassiveOperator,
     RandomOperator,
     ScriptedOperator,
+    StepSnapshot,
 )
+from mosaic.operators.api.services import ActorService, PolicyMappingService
 from mosaic.operators.driver.handle import OperatorProcessHandle
 from mosaic.operators.driver.launcher import OperatorLauncher
+from mosaic.operators.driver.multi_handle import MultiAgentOperatorHandle
 from mosaic.operators.llm_accounting import (
     DEFAULT_MAX_FALLBACK_FRACTION,
     FallbackTally,
@@ -222,6 +225,13 @@ class _Lane:
 class OperatorMuscle(Muscle):
     """A muscle whose actions come from an Operator (see the module docstring for params).
 
+    The operators go through the services of :mod:`mosaic.operators.api.services`: each is
+    registered in an :class:`ActorService` (the first slot's is active first), each slot is
+    mapped to its operator by a :class:`PolicyMappingService`, and ``act`` / ``feedback`` are
+    ``select_action_for(slot)``, ``notify_step`` and ``notify_episode_end`` with the slot's
+    operator made active. Seeds are not broadcast: each slot's operator is reset with a seed of
+    its own, so that two random operators of one agent do not play the same stream.
+
     ``setup`` builds one operator per slot; worker operators are launched there and must answer
     ``agent_ready`` within ``start_timeout``, else the workers already started are stopped and
     :class:`OperatorError` is raised. ``reset`` resets every operator with a seed drawn from the
@@ -230,14 +240,20 @@ class OperatorMuscle(Muscle):
     ``params.noop_action`` if given, else the space's no-op (for a ``Discrete`` space its start,
     0, or the first legal action when 0 is not legal; zeros for ``Box``; see
     :func:`mosaic.operators.worker.runtime.noop_action`). ``feedback`` forwards to
-    ``on_step_result`` and, when the episode ended, to the optional ``on_episode_end`` hook; it
-    returns no experience.
-    ``teardown`` stops every worker, each within ``stop_timeout`` (stop command, EOF, SIGTERM,
-    SIGKILL), and never raises. Every operator failure raises :class:`OperatorError`.
+    the optional ``on_step(snapshot)`` hook, else ``on_step_result``, and, when the episode
+    ended, to the optional ``on_episode_end`` hook; it returns no experience.
+    ``teardown`` stops every worker in parallel through a :class:`MultiAgentOperatorHandle`
+    (one worker per slot, the experiment owns the environment), each within ``stop_timeout``
+    (stop command, EOF, SIGTERM, SIGKILL), and never raises. Every operator failure raises
+    :class:`OperatorError`.
     """
 
     def __init__(self) -> None:
         self._lanes: dict[str, _Lane] = {}
+        #: Every slot's operator, registered under its id; only the active one is asked.
+        self._actors = ActorService()
+        #: Slot uid -> operator id.
+        self._mapping = PolicyMappingService()
         self._noop: Any = None
         self._has_noop = False
         self._stop_timeout = 0.0  # set by setup before any worker starts
@@ -276,6 +292,7 @@ class OperatorMuscle(Muscle):
                 else:
                     lane = self._build(spec, operator_id, slot, seed)
                 self._lanes[uid] = lane
+                self._register(uid, lane)
             for uid, slot in slots:  # launched together above, so their start-ups overlap
                 lane = self._lanes[uid]
                 if lane.worker is not None and isinstance(spec, WorkerSpec):
@@ -283,6 +300,21 @@ class OperatorMuscle(Muscle):
         except BaseException:
             self.teardown()
             raise
+
+    def _register(self, slot: str, lane: _Lane) -> None:
+        """Register ``lane``'s operator (the first one registered is active) and map ``slot``
+        to it."""
+        operator_id = lane.operator.id
+        try:
+            self._actors.register_actor(lane.operator, activate=len(self._actors) == 0,
+                                        description=lane.description)
+        except TypeError as error:  # not an Operator after all
+            raise lane.error("start", error) from error
+        except ValueError as error:  # the id is another slot's operator's
+            raise lane.error("start", MosaicError(
+                f"{error}: each slot's operator needs an id of its own (a factory is offered "
+                "one as its operator_id argument)")) from error
+        self._mapping.set_mapping(slot, operator_id)
 
     def _build(self, spec: InProcessSpec, operator_id: str, slot: Slot, seed: int) -> _Lane:
         description = spec.description
@@ -353,8 +385,10 @@ class OperatorMuscle(Muscle):
         if legal_actions is not None and isinstance(space, spaces.Discrete):
             start = int(space.start)
             legal = [start + int(i) for i in np.flatnonzero(np.asarray(legal_actions))]
+        snapshot = StepSnapshot(step_index=lane.steps, observation=observation, agent_id=slot,
+                                legal_actions=legal, episode_index=max(lane.episode, 0))
         try:
-            action = lane.operator.select_action(observation, legal)
+            action = self._mapping.select_action_for(slot, snapshot, self._actors)
         except Exception as error:
             raise lane.error(f"select an action for slot {slot!r}", error) from error
         if lane.worker is not None and lane.worker.account is not None:
@@ -393,7 +427,8 @@ class OperatorMuscle(Muscle):
 
     def feedback(self, slot: str, reward: float, terminated: bool, truncated: bool,
                  observation: Any) -> Any:
-        """Forward the outcome to ``on_step_result`` (and ``on_episode_end`` at the end).
+        """Forward the outcome to ``on_step`` / ``on_step_result`` (and ``on_episode_end`` at
+        the end), through :meth:`ActorService.notify_step` and ``notify_episode_end``.
 
         Returns None: an operator sends no experience to the brain. Raises OperatorError when
         a hook raises, and at the end of an episode when the operator's share of LLM fallback
@@ -402,13 +437,16 @@ class OperatorMuscle(Muscle):
         lane = self._lanes[slot]
         lane.steps += 1
         lane.total_reward += float(reward)
-        operator = lane.operator
+        episode = max(lane.episode, 0)
+        snapshot = StepSnapshot(step_index=lane.steps - 1, observation=observation,
+                                reward=float(reward), terminated=terminated, truncated=truncated,
+                                agent_id=slot, action=lane.last_action, episode_index=episode)
         try:
-            operator.on_step_result(observation, lane.last_action, reward, terminated, truncated)
+            self._actors.set_active_actor(self._mapping.get_actor_id(slot))
+            self._actors.notify_step(snapshot)
             if terminated or truncated:
-                hook = getattr(operator, "on_episode_end", None)
-                if hook is not None:
-                    hook(EpisodeSummary(max(lane.episode, 0), lane.total_reward, lane.steps))
+                self._actors.notify_episode_end(
+                    EpisodeSummary(episode, lane.total_reward, lane.steps))
         except Exception as error:
             raise lane.error("take the step result", error) from error
         if (terminated or truncated) and lane.bdi is not None:
@@ -422,15 +460,15 @@ class OperatorMuscle(Muscle):
         return None
 
     def teardown(self) -> None:
-        """Stop every worker, each within ``stop_timeout``; logs problems, never raises."""
+        """Stop every worker, all in parallel, each within ``stop_timeout``; logs problems,
+        never raises."""
+        workers = {uid: lane.worker.handle for uid, lane in self._lanes.items()
+                   if lane.worker is not None}
+        MultiAgentOperatorHandle(workers).stop_all(self._stop_timeout)
         for lane in self._lanes.values():
             worker = lane.worker
             if worker is None:
                 continue
-            try:
-                worker.handle.stop(self._stop_timeout)
-            except Exception:  # teardown must reach every worker
-                log.exception("operator %s: stopping its worker failed", lane.operator.id)
             if lane.llm is not None:
                 log.info("operator %s: %s", lane.operator.id, lane.llm.describe())
             elif worker.tokens:
@@ -439,8 +477,9 @@ class OperatorMuscle(Muscle):
 
     @property
     def operators(self) -> dict[str, Operator]:
-        """Each slot's operator (after :meth:`setup`)."""
-        return {uid: lane.operator for uid, lane in self._lanes.items()}
+        """Each slot's operator (after :meth:`setup`), as the policy mapping resolves it."""
+        return {uid: self._actors.get_actor(self._mapping.get_actor_id(uid))
+                for uid in self._lanes}
 
 
 def _make_in_process(spec: InProcessSpec, operator_id: str, slot: Slot, seed: int) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Mapping
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
 
 
 __all__ = ["MultiAgentOperatorHandle"]
+
+_log = logging.getLogger(__name__)
 
 
 class MultiAgentOperatorHandle:
@@ -136,11 +139,18 @@ class MultiAgentOperatorHandle:
             time.sleep(0.002)
 
     def stop_all(self, timeout: float = 3.0) -> dict[str, int | None]:
-        """Stop every worker in parallel; returns each player's exit code."""
+        """Stop every worker in parallel; returns each player's exit code.
+
+        Never raises: a worker whose stop fails is logged and its code is ``None``.
+        """
         codes: dict[str, int | None] = {}
 
         def stop(player: str, handle: OperatorProcessHandle) -> None:
-            codes[player] = handle.stop(timeout)
+            try:
+                codes[player] = handle.stop(timeout)
+            except Exception:  # the other players must still be stopped
+                _log.exception("stopping the worker of player %r failed", player)
+                codes[player] = None
 
         threads = [threading.Thread(target=stop, args=item, daemon=True)
                    for item in self.player_handles.items()]

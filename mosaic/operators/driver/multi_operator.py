@@ -22,7 +22,10 @@ class MultiOperatorService:
 
     Configurations are kept in the order they were added. ``start_all`` launches the ones not
     yet running; ``stop_all`` stops every running worker and always reaps it. Use it as a
-    context manager to guarantee ``stop_all`` on the way out.
+    context manager to guarantee ``stop_all`` on the way out. :meth:`start` and :meth:`stop`
+    do the same for one operator, for a caller (Script and Manual mode) in which one
+    operator's failure must not stop the others; each may be called from its own thread for
+    different operators.
     """
 
     def __init__(
@@ -73,6 +76,26 @@ class MultiOperatorService:
         """Running workers by operator id (a copy)."""
         return dict(self._handles)
 
+    def start(self, operator_id: str) -> Any:
+        """Launch ``operator_id``'s worker unless it runs already; returns its handle.
+
+        ``KeyError`` if the operator was never added; a launch error propagates, and nothing
+        is then recorded as running.
+        """
+        if operator_id not in self._configs:
+            raise KeyError(f"unknown operator id {operator_id!r}")
+        if operator_id not in self._handles:
+            self._handles[operator_id] = self._get_launcher().launch(
+                self._configs[operator_id], run_id=self._run_id)
+        return self._handles[operator_id]
+
+    def stop(self, operator_id: str) -> int | None:
+        """Stop and reap ``operator_id``'s worker within ``stop_timeout``; its exit code, or
+        ``None`` if it was not running or stopping it failed (which is logged)."""
+        if operator_id not in self._handles:
+            return None
+        return self._stop_one(operator_id)
+
     def start_all(self) -> dict[str, Any]:
         """Launch every configured operator that is not running yet, in order.
 
@@ -102,7 +125,9 @@ class MultiOperatorService:
         return {operator_id: self._stop_one(operator_id) for operator_id in list(self._handles)}
 
     def _stop_one(self, operator_id: str) -> int | None:
-        handle = self._handles.pop(operator_id)
+        handle = self._handles.pop(operator_id, None)
+        if handle is None:  # stopped meanwhile by another thread
+            return None
         try:
             code: int | None = handle.stop(timeout=self._stop_timeout)
         except Exception:  # keep stopping the others

@@ -1,7 +1,9 @@
 """One operator's lane in an evaluation, and the lock-step rounds that step the lanes.
 
-Script mode and Manual mode both drive lanes. A lane owns one worker, the episode it plays and
-its results, and records every worker error as that operator's failure; :class:`Rounds` runs one
+Script mode and Manual mode both drive lanes, through the session of :mod:`._session`. A lane
+plays one worker's episodes and keeps its results, and records every worker error as that
+operator's failure; its worker is started and stopped by the session's
+:class:`~mosaic.operators.driver.multi_operator.MultiOperatorService`. :class:`Rounds` runs one
 call per lane, in parallel threads where that is safe.
 """
 
@@ -19,6 +21,7 @@ from mosaic.core.errors import (
     WorkerTimeout,
 )
 from mosaic.operators.driver.handle import MissingEpisodeEnd
+from mosaic.operators.driver.multi_operator import MultiOperatorService
 from mosaic.operators.evaluation._results import EpisodeResult, OperatorFailure, OperatorResult
 from mosaic.operators.llm_accounting import (
     DEFAULT_MAX_FALLBACK_FRACTION,
@@ -43,6 +46,10 @@ class Launcher(Protocol):
 class Lane:
     """One operator: its worker handle, its current episode and its results.
 
+    The seed of the next episode arrives by the session's seed broadcast
+    (:class:`~mosaic.operators.api.services.ActorService`, through the lane's actor), which sets
+    :attr:`next_seed`; :meth:`reset` sends it to the worker.
+
     Every method that talks to the worker turns a ``WorkerError`` into a recorded failure and
     stops the worker; no worker error escapes a lane. A lane is used by one thread at a time.
     The episode ends on the worker's ``episode_end``, on a ``step`` flagged terminated or
@@ -65,8 +72,11 @@ class Lane:
         self._records: list[dict[str, Any]] = []
         self.result = OperatorResult(self.operator_id, self.label)
         self.handle: Any = None
+        self._workers: MultiOperatorService | None = None
         self.episode_index: int | None = None
+        #: The seed of the current episode, and the one the next reset will use.
         self.seed: int | None = None
+        self.next_seed: int | None = None
         self.in_episode = False
         self.steps = 0
         self.episode_reward = 0.0
@@ -90,19 +100,26 @@ class Lane:
         records, self._records = self._records, []
         return records
 
-    def launch(self, launcher: Launcher, run_id: str) -> bool:
+    def launch(self, workers: MultiOperatorService) -> bool:
+        """Start this operator's worker with ``workers`` (where its config was added); False
+        (and a failure) if it cannot start."""
+        self._workers = workers
         try:
-            self.handle = launcher.launch(self.config, run_id=run_id)
+            self.handle = workers.start(self.operator_id)
         except Exception as exc:  # any launch problem fails this operator only
             self._record_failure("launch", "launch", f"could not start its worker: {exc}", None)
             return False
         return True
 
-    def reset(self, episode_index: int, seed: int) -> bool:
-        """Start episode ``episode_index`` on ``seed``; False (and a failure) if the worker
-        fails."""
+    def reset(self, episode_index: int) -> bool:
+        """Start episode ``episode_index`` on the seed last broadcast (:attr:`next_seed`);
+        False (and a failure) if the worker fails."""
         if not self.alive:
             return False
+        if self.next_seed is None:
+            raise RuntimeError(f"operator {self.operator_id!r}: no seed was broadcast before "
+                               "its reset")
+        seed = self.next_seed
         self.episode_index, self.seed = episode_index, seed
         self.in_episode, self.steps, self.episode_reward = False, 0, 0.0
         self.last_step = None
@@ -281,19 +298,9 @@ class Lane:
     def stop(self) -> int | None:
         """Stop and reap the worker (idempotent); its exit code, or None if unknown."""
         handle, self.handle = self.handle, None
-        if handle is None:
+        if handle is None or self._workers is None:
             return None
-        try:
-            code: int | None = handle.stop(timeout=self.timeouts.stop)
-        except Exception:  # stopping must go on for the other lanes
-            return None
-        return code
-
-
-def stop_lanes(lanes: Sequence[Lane]) -> None:
-    """Stop and reap the worker of every lane (see :meth:`Lane.stop`)."""
-    for lane in lanes:
-        lane.stop()
+        return self._workers.stop(self.operator_id)  # logs, never raises, if stopping fails
 
 
 def new_run_id(uid: str) -> str:

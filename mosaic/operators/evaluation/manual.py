@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import IO, Any, Self
 
 from mosaic.core.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_SIGNAL
-from mosaic.operators.evaluation._lanes import Lane, Launcher, Rounds, new_run_id
+from mosaic.operators.evaluation._lanes import Launcher, new_run_id
+from mosaic.operators.evaluation._session import EvaluationSession
 from mosaic.operators.evaluation._telemetry import Telemetry, resolve_telemetry_path
 from mosaic.operators.evaluation.schema import EvaluationConfig, TimeoutsSpec, load_evaluation
 from mosaic.operators.evaluation.script import operator_config_for
@@ -101,12 +102,10 @@ class ManualSession:
             raise ValueError(f"operator ids must be unique, got {ids}")
         self.seed = seed
         self.episode_index = -1
-        self._launcher = launcher
-        self._run_id = run_id
+        self._session = EvaluationSession(configs, timeouts or TimeoutsSpec(),
+                                          max_fallback_fraction, launcher=launcher, run_id=run_id)
+        self._lanes = self._session.lanes
         self._telemetry = Telemetry(Path(telemetry_path) if telemetry_path is not None else None)
-        self._lanes = [Lane(c, timeouts or TimeoutsSpec(), max_fallback_fraction)
-                       for c in configs]
-        self._rounds = Rounds(len(self._lanes))
         self._started = False
         self._closed = False
 
@@ -117,10 +116,6 @@ class ManualSession:
         if self._started:
             return
         self._started = True
-        if self._launcher is None:
-            from mosaic.operators.driver.launcher import OperatorLauncher
-
-            self._launcher = OperatorLauncher()
         self._telemetry.write(
             {
                 "kind": "run",
@@ -133,8 +128,7 @@ class ManualSession:
                 "max_steps": max((lane.config.max_steps for lane in self._lanes), default=0),
             }
         )
-        for lane in self._lanes:
-            lane.launch(self._launcher, self._run_id)
+        self._session.launch_all()
         self._telemetry.write_lanes(self._lanes)
         self.reset_all(self.seed)
 
@@ -147,9 +141,7 @@ class ManualSession:
         try:
             if self._started:
                 self._abandon("quit")
-            self._rounds.close()
-            for lane in self._lanes:
-                lane.stop()
+            self._session.close()
             self._telemetry.write_lanes(self._lanes)
         finally:
             self._telemetry.write({"kind": "run_end", "completed": True})
@@ -180,11 +172,7 @@ class ManualSession:
             self.seed = seed
         self._abandon("reset")
         self.episode_index += 1
-        episode, seed_now = self.episode_index, self.seed
-        self._rounds.run(
-            [lane for lane in self._lanes if lane.alive],
-            lambda lane: lane.reset(episode, seed_now),
-        )
+        self._session.reset_all(self.episode_index, self.seed)  # the seed goes to every actor
         self._telemetry.write_lanes(self._lanes)
         self._telemetry.flush()
 
@@ -202,7 +190,7 @@ class ManualSession:
         self._require_started()
         playing = [lane for lane in self._lanes if lane.alive and lane.in_episode
                    and (operators is None or lane.operator_id in operators)]
-        stepped = sum(self._rounds.run(playing, Lane.step))
+        stepped = self._session.step(playing)
         self._telemetry.write_lanes(self._lanes)
         if not self.any_playing:
             self._telemetry.flush()

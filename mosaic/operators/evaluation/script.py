@@ -47,13 +47,13 @@ and ``mosaic runs show`` read it.
 finished, 1 when one failed, 2 for a bad file or store path, 130 on Ctrl-C.
 
 The pieces are private modules, most shared with Manual mode: results (``_results``), telemetry
-(``_telemetry``), lanes and rounds (``_lanes``), the comparison table (``_report``) and the
-store records (``_store``).
+(``_telemetry``), lanes and rounds (``_lanes``), the session that drives the lanes through the
+operator services (``_session``: ActorService, seed broadcast, MultiOperatorService), the
+comparison table (``_report``) and the store records (``_store``).
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import signal
 import sys
@@ -66,7 +66,7 @@ from mosaic.core.errors import StoreError
 from mosaic.core.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_SIGNAL
 from mosaic.core.store_path import resolve_store
 from mosaic.core.store_url import mask
-from mosaic.operators.evaluation._lanes import Lane, Launcher, Rounds, new_run_id, stop_lanes
+from mosaic.operators.evaluation._lanes import Lane, Launcher, new_run_id
 from mosaic.operators.evaluation._report import format_comparison_table
 from mosaic.operators.evaluation._results import (
     EpisodeResult,
@@ -74,6 +74,7 @@ from mosaic.operators.evaluation._results import (
     OperatorResult,
     ScriptResult,
 )
+from mosaic.operators.evaluation._session import EvaluationSession
 from mosaic.operators.evaluation._store import StoreRecorder
 from mosaic.operators.evaluation._telemetry import (
     ProgressCallback,
@@ -203,17 +204,13 @@ def run_script(
     flushing the writer commits them. Raises ``StoreError`` if the store refuses the evaluation,
     before any worker starts.
     """
-    if launcher is None:
-        from mosaic.operators.driver.launcher import OperatorLauncher
-
-        launcher = OperatorLauncher()
     path = Path(telemetry_path)
+    run_id = new_run_id(config.uid)
+    session = EvaluationSession(
+        [operator_config_for(spec, config) for spec in config.operators],
+        config.timeouts, config.max_fallback_fraction, launcher=launcher, run_id=run_id)
+    lanes = session.lanes
     telemetry = Telemetry(path, progress)
-    lanes = [
-        Lane(operator_config_for(spec, config), config.timeouts, config.max_fallback_fraction)
-        for spec in config.operators
-    ]
-    rounds = Rounds(len(lanes))
     recorder: StoreRecorder | None = None
 
     def write_lanes(which: Sequence[Lane]) -> None:
@@ -227,25 +224,23 @@ def run_script(
     started = time.monotonic()
     completed = interrupted = False
     stopped_by: BaseException | None = None
-    run_id = new_run_id(config.uid)
     try:
         telemetry.write(_run_header(config))
         if store is not None:
             recorder = StoreRecorder(store, config, run_id)
-        for lane in lanes:  # from this thread: a worker is tied to the thread that started it
-            if lane.launch(launcher, run_id) and recorder is not None:
-                recorder.running(lane.operator_id)
+        session.launch_all()
+        if recorder is not None:
+            for lane in lanes:
+                if lane.alive:
+                    recorder.running(lane.operator_id)
         write_lanes(lanes)
         for episode_index, seed in enumerate(config.episode_seeds()):
-            playing = [lane for lane in lanes if lane.alive]
-            if not playing:
+            if not any(lane.alive for lane in lanes):
                 break
-            reset = functools.partial(Lane.reset, episode_index=episode_index, seed=seed)
-            rounds.run(playing, reset)
+            playing = session.reset_all(episode_index, seed)  # the seed goes to every actor
             write_lanes(lanes)
-            playing = [lane for lane in playing if lane.in_episode]
             while playing:
-                rounds.run(playing, Lane.step)
+                session.step(playing)
                 write_lanes(playing)
                 playing = [lane for lane in playing if lane.in_episode]
                 if playing and config.step_pacing > 0:
@@ -262,8 +257,7 @@ def run_script(
         if recorder is not None:
             recorder.stopping(*_ending(completed, interrupted, stopped_by))
         try:
-            rounds.close()
-            stop_lanes(lanes)
+            session.close()
             write_lanes(lanes)
         finally:
             try:
