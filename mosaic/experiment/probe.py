@@ -4,25 +4,29 @@ Loading an experiment file checks every name it holds without building anything.
 ``mosaic experiment-check`` goes one step further with :func:`probe_environments`: it builds
 each environment entry once, as a run would (one copy, wrapped in its ``wrappers``), reads its
 spaces, and closes it. A space that mosaic's codec cannot carry (Graph, Sequence, OneOf, a
-space class of one's own) would otherwise fail the run only when it starts. An environment
-with ``record_video`` is also made for recording and renders one frame.
+space class of one's own) would otherwise fail the run only when it starts, and so would a
+space the agent's learner cannot learn in (a Discrete action space for TD3, say): a brain or
+muscle class that defines ``space_problem(who, observation_space, action_space)`` is asked
+about every env agent mapped to its agent. An environment with ``record_video`` is also made
+for recording and renders one frame.
 """
 
 from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import gymnasium
 
 from mosaic.core.config_problems import Loc, Problem
 from mosaic.core.errors import CodecError
+from mosaic.core.imports import ImportPathError, resolve_class
 from mosaic.core.spaces import SUPPORTED_SPACES, space_problem, space_to_dict
 from mosaic.environments.factory import WrapperError, make_any
 from mosaic.environments.video import VideoError, episode_video
-from mosaic.experiment.schema import EnvironmentConfig, Experiment, ExperimentFile
+from mosaic.experiment.schema import AgentConfig, EnvironmentConfig, Experiment, ExperimentFile
 from mosaic.messages import pack
 from mosaic.messages.run_config import VideoPlan, WrapperPlan
 
@@ -34,18 +38,24 @@ _SPACE_HINT = ("mosaic's messages carry "
                "them (with a gymnasium ObservationWrapper in wrappers:, say)")
 
 
+_LEARNER_HINT = ("pick a learner for these spaces, or wrap the environment (wrappers:) so that its "
+                 "spaces are the ones this learner takes")
+
+
 def probe_environments(experiment: Experiment) -> list[Problem]:
     """Build every distinct environment entry of ``experiment`` (top level, phases, sweep
     points) once and report, at its key path, what fails: building or wrapping it, and each
     observation or action space the codec cannot carry, naming the space, the env agent and the
-    agent mapped to it. Environments are closed again; nothing is kept.
+    agent mapped to it; and, at the agent's ``brain`` or ``muscle``, each env agent whose spaces
+    that class refuses. Environments are closed again; nothing is kept.
     """
     problems: list[Problem] = []
     seen: set[str] = set()
     for loc, environment, agents in _entries(experiment):
         key = repr((environment.env, environment.params,
                     [(w.class_path, w.params) for w in environment.wrappers],
-                    environment.record_video is not None))
+                    environment.record_video is not None,
+                    [(agent_loc, agent.brain, agent.muscle) for agent_loc, agent in agents]))
         if key in seen:
             continue
         seen.add(key)
@@ -53,19 +63,24 @@ def probe_environments(experiment: Experiment) -> list[Problem]:
     return problems
 
 
-def _entries(experiment: Experiment) -> Iterator[tuple[Loc, EnvironmentConfig, list[str]]]:
+#: The agents an environment entry plays with, each with its key path.
+_Agents = list[tuple[Loc, AgentConfig]]
+
+
+def _entries(experiment: Experiment) -> Iterator[tuple[Loc, EnvironmentConfig, _Agents]]:
     settings: list[ExperimentFile] = [experiment, *(p.settings for p in experiment.points)]
     for file in settings:
-        agents = [agent.uid for agent in file.agents]
+        agents: _Agents = [(("agents", i), agent) for i, agent in enumerate(file.agents)]
         for index, environment in enumerate(file.environments):
             yield ("environments", index), environment, agents
         for number, phase in enumerate(file.phases or []):
-            phase_agents = [agent.uid for agent in phase.agents] if phase.agents else agents
+            phase_agents: _Agents = agents if not phase.agents else [
+                (("phases", number, "agents", i), agent) for i, agent in enumerate(phase.agents)]
             for index, environment in enumerate(phase.environments or []):
                 yield ("phases", number, "environments", index), environment, phase_agents
 
 
-def _probe(loc: Loc, environment: EnvironmentConfig, agents: list[str]) -> list[Problem]:
+def _probe(loc: Loc, environment: EnvironmentConfig, agents: _Agents) -> list[Problem]:
     wrappers = tuple(WrapperPlan(w.class_path, dict(w.params)) for w in environment.wrappers)
     # Wrapped for recording as a run wraps it, in a scratch folder removed at once: building
     # and rendering one frame writes no video.
@@ -76,7 +91,7 @@ def _probe(loc: Loc, environment: EnvironmentConfig, agents: list[str]) -> list[
         return _probe_made(loc, environment, agents, wrappers, video)
 
 
-def _probe_made(loc: Loc, environment: EnvironmentConfig, agents: list[str],
+def _probe_made(loc: Loc, environment: EnvironmentConfig, agents: _Agents,
                 wrappers: tuple[WrapperPlan, ...], video: VideoPlan | None) -> list[Problem]:
     try:
         made = make_any(environment.env, environment.params, wrappers=wrappers, video=video,
@@ -105,7 +120,7 @@ def _probe_made(loc: Loc, environment: EnvironmentConfig, agents: list[str],
                     problems.append(Problem((*loc, "env"), f"the {what} space of {who} in "
                                             f"{environment.env} cannot be carried by mosaic's "
                                             f"messages: {reason}", _SPACE_HINT))
-        return problems
+        return problems + _learner_problems(environment, made.slots, agents)
     finally:
         # A probe's close must not hide what it found.
         with contextlib.suppress(Exception):
@@ -127,11 +142,47 @@ def _render_problem(loc: Loc, made: Any) -> list[Problem]:
     return []
 
 
-def _who(slot: str, environment: EnvironmentConfig, agents: list[str]) -> str:
+def _mapped(slot: str, environment: EnvironmentConfig,
+            agents: _Agents) -> tuple[Loc, AgentConfig] | None:
+    """The agent that acts for the env agent ``slot``, with its key path (``None``: unknown)."""
     mapping = environment.policy_mapping
-    agent = mapping.get(slot) if mapping is not None else (agents[0] if len(agents) == 1
-                                                            else None)
-    return f"env agent '{slot}' (agent '{agent}')" if agent else f"env agent '{slot}'"
+    if mapping is None:
+        return agents[0] if len(agents) == 1 else None
+    return next(((loc, agent) for loc, agent in agents if agent.uid == mapping.get(slot)), None)
+
+
+def _who(slot: str, environment: EnvironmentConfig, agents: _Agents) -> str:
+    mapped = _mapped(slot, environment, agents)
+    return (f"env agent '{slot}' (agent '{mapped[1].uid}')" if mapped is not None
+            else f"env agent '{slot}'")
+
+
+def _learner_problems(environment: EnvironmentConfig,
+                      slots: Mapping[str, tuple[gymnasium.Space[Any], gymnasium.Space[Any]]],
+                      agents: _Agents) -> list[Problem]:
+    """Each env agent whose spaces its agent's brain or muscle refuses (the class's
+    ``space_problem``), at that agent's ``brain`` or ``muscle``: the brain's reason if it has
+    one, else the muscle's, once per env agent."""
+    problems = []
+    for slot, (observation, action) in slots.items():
+        mapped = _mapped(slot, environment, agents)
+        if mapped is None:
+            continue
+        agent_loc, agent = mapped
+        who = f"env agent '{slot}' of {environment.env}"
+        for part, spec in (("brain", agent.brain), ("muscle", agent.muscle)):
+            if spec is None:
+                continue  # a self-play agent plays another agent's muscle, checked there
+            try:
+                learner = resolve_class(spec.class_path, spec.base)
+            except ImportPathError:
+                continue  # reported when the file was loaded
+            check = getattr(learner, "space_problem", None)
+            reason = check(who, observation, action) if callable(check) else None
+            if reason is not None:
+                problems.append(Problem((*agent_loc, part), str(reason), _LEARNER_HINT))
+                break
+    return problems
 
 
 def _codec_problem(space: gymnasium.Space[Any]) -> str | None:

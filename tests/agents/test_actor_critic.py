@@ -4,6 +4,7 @@ exactly, and a small continuous problem is learnt."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import gymnasium
@@ -88,6 +89,13 @@ def test_unsupported_action_spaces_are_refused_with_the_reason(brain_cls, muscle
     brain = brain_cls()
     with pytest.raises(MosaicError, match=reason):
         brain.setup(BrainContext("a", "a", slots(space), 0, "train", {}))
+    # What experiment-check asks of the classes, before anything is set up.
+    observation = slots()[SLOT].observation_space
+    for cls in (brain_cls, muscle_cls):
+        found = cls.space_problem("env agent 'x'", observation, space)
+        assert found is not None and found.startswith(f"{cls.__name__} ")
+        assert re.search(reason, found) and "env agent 'x' has " in found, found
+        assert cls.space_problem("env agent 'x'", observation, BOX) is None
 
 
 @pytest.mark.parametrize("muscle_cls", [TD3Muscle, SACMuscle])

@@ -1,7 +1,7 @@
 """End to end through the CLI: TD3 and SAC on Pendulum with copies (and in rollout workers)
 give one digest in threads and processes and store their metrics, a run continued from its
 checkpoint gives the digest of the whole, and a Discrete action space is refused with the
-reason."""
+reason, by experiment-check too (at the agent's brain or muscle, NumPy or torch)."""
 
 from __future__ import annotations
 
@@ -99,3 +99,41 @@ def test_a_discrete_action_space_is_refused_with_the_reason(
     assert f"{learner}Muscle needs a Box (continuous) action space" in stderr \
         or f"{learner}Brain needs a Box (continuous) action space" in stderr, stderr
     assert "Discrete(2)" in stderr and "use DQNBrain or PPOBrain" in stderr
+
+
+CHECKED = """\
+    uid: checked
+    episodes: 2
+    environments:
+      - uid: env
+        env: {env}
+    agents:
+      - uid: learner
+        brain: {brain}
+        muscle: mosaic.agents.learners:{muscle}
+"""
+
+
+@pytest.mark.parametrize(("brain", "muscle", "refused"), [
+    ("mosaic.agents.learners:TD3Brain", "TD3Muscle", "brain: TD3Brain"),
+    ("mosaic.agents.learners.torch_actor_critic:TorchSACBrain", "SACMuscle",
+     "brain: TorchSACBrain"),
+    ("mosaic.agents:NoOpBrain", "SACMuscle", "muscle: SACMuscle"),
+], ids=["td3", "torch-sac", "sac-muscle"])
+def test_experiment_check_refuses_a_discrete_action_space_naming_the_key_and_the_reason(
+        tmp_path: Path, brain: str, muscle: str, refused: str) -> None:
+    if "torch" in brain:
+        pytest.importorskip("torch", reason="the torch extra: pip install -e '.[torch]'")
+    for env in ("gymnasium:CartPole-v1", "gymnasium:Pendulum-v1"):
+        path = write_experiment(tmp_path, CHECKED.format(env=env, brain=brain, muscle=muscle))
+        result = run_mosaic("experiment-check", str(path), timeout=100)
+        assert "Traceback" not in result.stderr
+        if env == "gymnasium:Pendulum-v1":  # the same learner in a space it takes
+            assert result.returncode == 0, result.stderr
+            continue
+        assert result.returncode == 2, result.stderr
+        line = 8 if refused.startswith("brain") else 9
+        assert f"experiment.yml:{line}: agents[0].{refused} needs a Box (continuous) action " \
+               f"space; env agent 'agent_0' of gymnasium:CartPole-v1 has Discrete(2) (use " \
+               f"DQNBrain or PPOBrain for Discrete actions)" in result.stderr, result.stderr
+        assert result.stderr.count("needs a Box") == 1  # the brain's, or else the muscle's

@@ -1,4 +1,4 @@
-"""Ready-made learners for mosaic agents, in NumPy (and one on PyTorch).
+"""Ready-made learners for mosaic agents, in NumPy (and three brains on PyTorch).
 
 * :class:`TabularQBrain` / :class:`TabularQMuscle`: Q-learning for Discrete observations and
   actions (FrozenLake, Taxi, ...).
@@ -15,6 +15,9 @@
   actions (Pendulum, MountainCarContinuous, ...), on :class:`MLP`.
 * ``mosaic.agents.learners.torch_ppo:TorchPPOBrain``: PPO's brain on PyTorch (the ``torch``
   extra), with :class:`PPOMuscle`; not imported here, so that mosaic works without torch.
+* ``mosaic.agents.learners.torch_actor_critic:TorchTD3Brain`` and ``...:TorchSACBrain``: TD3's
+  and SAC's brains on PyTorch (the ``torch`` extra), with :class:`TD3Muscle` and
+  :class:`SACMuscle`; not imported here either.
 * :class:`Harness`: drives a brain and its muscle on a Gymnasium env in this process, in mosaic's
   call order, for tests and debugging; real runs go through ``mosaic experiment-start``.
 

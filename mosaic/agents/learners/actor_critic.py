@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from mosaic.agents.learners.actor_critic_params import ActorCriticParams
 
-__all__ = ["ActorCriticMuscle", "BoxSpaces", "box_spaces", "params_model_of"]
+__all__ = ["ActorCriticMuscle", "BoxSpaces", "box_spaces", "params_model_of", "space_problem"]
 
 
 @dataclass(frozen=True)
@@ -74,17 +74,13 @@ def box_spaces(slots: Mapping[str, Slot], owner: str, id_width: int = 0) -> BoxS
     found = set()
     spaces = None
     for uid, slot in slots.items():
+        reason = space_problem(owner, f"slot {uid!r}", slot.observation_space, slot.action_space)
+        if reason is not None:
+            raise MosaicError(reason)
         obs, act = observation_space(slot.observation_space), slot.action_space
-        if not isinstance(act, gymnasium.spaces.Box):
-            raise MosaicError(f"{owner} needs a Box (continuous) action space; slot {uid!r} has "
-                              f"{act} (use DQNBrain or PPOBrain for Discrete actions)")
-        if not isinstance(obs, gymnasium.spaces.Box):
-            raise MosaicError(f"{owner} needs a Box observation space; slot {uid!r} has {obs}")
+        assert isinstance(obs, gymnasium.spaces.Box) and isinstance(act, gymnasium.spaces.Box)
         low = np.asarray(act.low, dtype=np.float64).reshape(-1)
         high = np.asarray(act.high, dtype=np.float64).reshape(-1)
-        if not (np.isfinite(low).all() and np.isfinite(high).all()):
-            raise MosaicError(f"{owner} scales its actions to the action space's bounds, so they "
-                              f"must be finite; slot {uid!r} has {act}")
         spaces = BoxSpaces(int(np.prod(obs.shape)) + id_width, low.shape[0], low, high,
                            tuple(act.shape), act.dtype, id_width)
         found.add((spaces.n_inputs, spaces.shape, low.tobytes(), high.tobytes()))
@@ -93,6 +89,22 @@ def box_spaces(slots: Mapping[str, Slot], owner: str, id_width: int = 0) -> BoxS
                           f"env agents policy_mapping maps to this agent), so all need the same "
                           f"observation size and action space")
     return spaces
+
+
+def space_problem(owner: str, who: str, observation: gymnasium.Space[Any],
+                  action: gymnasium.Space[Any]) -> str | None:
+    """Why ``owner`` cannot act for ``who`` (``"slot 'agent_0'"``, say) in these spaces, or
+    ``None``: anything but a Box observation and a Box action space of finite bounds."""
+    observation = observation_space(observation)
+    if not isinstance(action, gymnasium.spaces.Box):
+        return (f"{owner} needs a Box (continuous) action space; {who} has {action} (use "
+                f"DQNBrain or PPOBrain for Discrete actions)")
+    if not isinstance(observation, gymnasium.spaces.Box):
+        return f"{owner} needs a Box observation space; {who} has {observation}"
+    if not (np.isfinite(action.low).all() and np.isfinite(action.high).all()):
+        return (f"{owner} scales its actions to the action space's bounds, so they must be "
+                f"finite; {who} has {action}")
+    return None
 
 
 def params_model_of(owner: type[Any]) -> type[ActorCriticParams]:
@@ -132,6 +144,13 @@ class ActorCriticMuscle(Muscle):
         """The learner's params model (:mod:`~mosaic.agents.learners.actor_critic_params`)."""
         model: type[BaseModel] = params_model_of(cls)
         return model
+
+    @classmethod
+    def space_problem(cls, who: str, observation: gymnasium.Space[Any],
+                      action: gymnasium.Space[Any]) -> str | None:
+        """Why this muscle cannot act for ``who`` in these spaces (:func:`space_problem`), or
+        ``None``; ``mosaic experiment-check`` asks it of every env agent mapped to the agent."""
+        return space_problem(cls.__name__, who, observation, action)
 
     def setup(self, context: MuscleContext) -> None:
         super().setup(context)

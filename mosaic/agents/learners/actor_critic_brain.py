@@ -8,13 +8,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import gymnasium
 import numpy as np
 
 from mosaic.agents.brain import Brain
 from mosaic.agents.context import BrainContext
 from mosaic.agents.learners._common import AgentIds, RestorableState
 from mosaic.agents.learners._params import check_params
-from mosaic.agents.learners.actor_critic import box_spaces, params_model_of
+from mosaic.agents.learners.actor_critic import box_spaces, params_model_of, space_problem
 from mosaic.agents.learners.mlp import MLP, Adam
 from mosaic.agents.learners.replay import ReplayBuffer, ReplayLearner, Transitions
 from mosaic.core.errors import MosaicError
@@ -51,6 +52,14 @@ class ActorCriticBrain(ReplayLearner, RestorableState, Brain):
         """The learner's params model (its muscle's too)."""
         model: type[BaseModel] = params_model_of(cls)
         return model
+
+    @classmethod
+    def space_problem(cls, who: str, observation: gymnasium.Space[Any],
+                      action: gymnasium.Space[Any]) -> str | None:
+        """Why this brain cannot learn for ``who`` in these spaces
+        (:func:`~mosaic.agents.learners.actor_critic.space_problem`), or ``None``;
+        ``mosaic experiment-check`` asks it of every env agent mapped to the agent."""
+        return space_problem(cls.__name__, who, observation, action)
 
     def setup(self, context: BrainContext) -> None:
         super().setup(context)

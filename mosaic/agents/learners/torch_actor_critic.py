@@ -1,0 +1,258 @@
+"""TD3's and SAC's brains on PyTorch: :class:`TorchTD3Brain` and :class:`TorchSACBrain`, the
+deep-learning path of the off-policy actor-critic learners (the ``torch`` extra).
+
+Each learns what its NumPy brain (:class:`~mosaic.agents.learners.TD3Brain`,
+:class:`~mosaic.agents.learners.SACBrain`) learns, with the same params, replay, schedule,
+metrics, checkpoint and state format, but takes its gradients with ``torch.autograd`` and steps
+``torch.optim.Adam``. Their muscles are the NumPy :class:`~mosaic.agents.learners.TD3Muscle` and
+:class:`~mosaic.agents.learners.SACMuscle`: the brain answers with the actor as NumPy arrays, so
+an environment's process never imports torch.
+
+The torch tensors are views of the NumPy networks' arrays (``torch.from_numpy`` shares their
+memory, and a NumPy :class:`~mosaic.agents.learners.MLP` is already laid out as ``x @ W + b``):
+an Adam step in torch is at once the NumPy network's new weights, with no copy per update, and
+the Polyak targets, the weights muscles get and the checkpoints are the NumPy brain's own.
+
+Importing this module without PyTorch raises :class:`~mosaic.core.errors.MissingExtra`, which
+names the extra to install (``pip install 'mosaic[torch]'``); nothing else in mosaic imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mosaic.agents.context import BrainContext
+from mosaic.agents.learners.actor_critic_brain import ActorCriticBrain
+from mosaic.agents.learners.mlp import MLP, Adam
+from mosaic.agents.learners.replay import Transitions
+from mosaic.agents.learners.sac import _EPS, _LOG_2PI, LOG_STD_MAX, LOG_STD_MIN, SACBrain
+from mosaic.agents.learners.td3 import TD3Brain
+from mosaic.core.extras import require
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = require("torch", "torch_actor_critic (TD3 and SAC on PyTorch)", "torch")
+
+__all__ = ["TorchSACBrain", "TorchTD3Brain"]
+
+
+class _TorchView:
+    """An :class:`MLP` as torch tensors sharing its arrays' memory: what torch changes in place,
+    the NumPy network holds, and the other way round (:meth:`MLP.load_arrays`, the Polyak
+    updates and the optimizers all write into the arrays, never replace them)."""
+
+    def __init__(self, network: MLP, *, trainable: bool = False) -> None:
+        self.layers = [(torch.from_numpy(w), torch.from_numpy(b)) for w, b in network.layers]
+        if trainable:
+            for tensor in self.parameters():
+                tensor.requires_grad_(True)
+
+    def parameters(self) -> list[torch.Tensor]:
+        """``[W0, b0, W1, b1, ...]``, in the order of :meth:`MLP.parameters`."""
+        return [tensor for layer in self.layers for tensor in layer]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        for w, b in self.layers[:-1]:
+            x = torch.tanh(x @ w + b)
+        w, b = self.layers[-1]
+        return x @ w + b
+
+
+def _tensor(array: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(array, dtype=np.float64))
+
+
+def _step(optimizer: torch.optim.Adam, loss: torch.Tensor,
+          params: Sequence[torch.Tensor]) -> None:
+    """One Adam step of ``optimizer`` down the gradient of ``loss`` with respect to ``params``
+    alone (the critics stay as they are when the actor's loss goes through them)."""
+    grads = torch.autograd.grad(loss, list(params))
+    for param, grad in zip(params, grads, strict=True):
+        param.grad = grad
+    optimizer.step()
+
+
+class _TorchActorCritic(ActorCriticBrain):
+    """What :class:`TorchTD3Brain` and :class:`TorchSACBrain` add to their NumPy brains: torch
+    views of the networks, one torch Adam per NumPy Adam (same parameters, order and learning
+    rate), the critics' step, and the Adam moments in the NumPy layout in :meth:`state`."""
+
+    def setup(self, context: BrainContext) -> None:
+        super().setup(context)
+        # The networks are small: more threads only contend for the cores with the run's
+        # other processes.
+        torch.set_num_threads(1)
+        self.torch_actor = _TorchView(self.actor, trainable=True)
+        self.torch_critics = tuple(_TorchView(c, trainable=True) for c in self.critics)
+        self.torch_critic_targets = tuple(_TorchView(c) for c in self.critic_targets)
+        # (NumPy Adam, its torch twin): the NumPy one only carries the moments to and from state.
+        self._adams: list[tuple[Adam, torch.optim.Adam]] = []
+        self.torch_critic_optimizer = self._torch_adam(self.critic_optimizer, [
+            *self.torch_critics[0].parameters(), *self.torch_critics[1].parameters()])
+
+    def _torch_adam(self, numpy_adam: Adam, params: list[torch.Tensor]) -> torch.optim.Adam:
+        optimizer = torch.optim.Adam(params, lr=numpy_adam.learning_rate,
+                                     betas=(numpy_adam.beta1, numpy_adam.beta2),
+                                     eps=numpy_adam.eps)
+        self._adams.append((numpy_adam, optimizer))
+        return optimizer
+
+    # -- critics --------------------------------------------------------------------------
+    def _torch_target_value(self, next_x: torch.Tensor, next_a: torch.Tensor) -> torch.Tensor:
+        """min(Q1', Q2') of the target critics (N,)."""
+        inputs = torch.cat([next_x, next_a], dim=1)
+        q1, q2 = (target(inputs)[:, 0] for target in self.torch_critic_targets)
+        return torch.minimum(q1, q2)
+
+    def _targets(self, batch: Transitions, next_value: torch.Tensor) -> torch.Tensor:
+        """``r + discount * (not terminated) * next_value``."""
+        done = torch.from_numpy(batch.terminated)
+        discount = float(self.params.discount)
+        return _tensor(batch.rewards) + discount * torch.where(
+            done, torch.zeros_like(next_value), next_value)
+
+    def _torch_critic_step(self, x: torch.Tensor, actions: torch.Tensor,
+                           targets: torch.Tensor) -> tuple[float, float]:
+        """One Adam step on both critics towards ``targets``; (loss, mean Q1 of the batch).
+        The loss is the sum of the critics' halved mean squared errors."""
+        inputs = torch.cat([x, actions], dim=1)
+        q = [critic(inputs)[:, 0] for critic in self.torch_critics]
+        loss = sum((0.5 * ((qi - targets) ** 2).mean() for qi in q), torch.zeros(()))
+        _step(self.torch_critic_optimizer, loss, [p for c in self.torch_critics
+                                                  for p in c.parameters()])
+        return float(loss.detach()), float(q[0].detach().mean())
+
+    # -- state ----------------------------------------------------------------------------
+    def state(self) -> dict[str, np.ndarray]:
+        """As the NumPy brain's: the Adam moments (``critic_adam.m0``, ...) and step counts in
+        its layout, so either brain loads the other's checkpoint."""
+        for numpy_adam, optimizer in self._adams:
+            params = [p for group in optimizer.param_groups for p in group["params"]]
+            numpy_adam.t = 0
+            for param, m, v in zip(params, numpy_adam.m, numpy_adam.v, strict=True):
+                moments = optimizer.state.get(param)
+                if not moments:
+                    m[...], v[...] = 0.0, 0.0
+                    continue
+                m[...] = moments["exp_avg"].detach().numpy()
+                v[...] = moments["exp_avg_sq"].detach().numpy()
+                numpy_adam.t = int(moments["step"])
+        return super().state()
+
+    def _load(self, state: Mapping[str, np.ndarray]) -> None:
+        super()._load(state)  # the networks (in place, so the torch views follow), the moments
+        for numpy_adam, optimizer in self._adams:
+            params = [p for group in optimizer.param_groups for p in group["params"]]
+            optimizer.state.clear()
+            if not numpy_adam.t:
+                continue
+            for param, m, v in zip(params, numpy_adam.m, numpy_adam.v, strict=True):
+                moments: dict[str, Any] = {"step": torch.tensor(float(numpy_adam.t)),
+                                           "exp_avg": torch.from_numpy(m.copy()),
+                                           "exp_avg_sq": torch.from_numpy(v.copy())}
+                optimizer.state[param] = moments
+
+
+class TorchTD3Brain(_TorchActorCritic, TD3Brain):
+    """:class:`~mosaic.agents.learners.TD3Brain` with its update on PyTorch (float64, CPU).
+
+    Use it with :class:`~mosaic.agents.learners.TD3Muscle` and the same params. The networks
+    start as the NumPy brain's do (drawn from ``context.rng``), replay samples and the target
+    policy's noise are drawn in the same order, and the losses are the same: the critics' halved
+    mean squared errors against the smoothed target, and every ``policy_delay``-th update
+    ``-mean(Q1(s, tanh(actor(s))))`` for the actor, followed by the Polyak targets.
+    :meth:`state` has the NumPy brain's keys and shapes, so either brain loads the other's
+    checkpoint.
+    """
+
+    def setup(self, context: BrainContext) -> None:
+        super().setup(context)
+        self.torch_actor_target = _TorchView(self.actor_target)
+        self.torch_actor_optimizer = self._torch_adam(self.actor_optimizer,
+                                                      self.torch_actor.parameters())
+
+    def _train(self, batch: Transitions) -> dict[str, float]:
+        p = self.params
+        noise = np.clip(self.rng.standard_normal(batch.actions.shape) * p.policy_noise,
+                        -p.noise_clip, p.noise_clip)
+        x, next_x = _tensor(batch.observations), _tensor(batch.next_observations)
+        with torch.no_grad():
+            next_a = (torch.tanh(self.torch_actor_target(next_x)) + _tensor(noise)).clamp(-1, 1)
+            targets = self._targets(batch, self._torch_target_value(next_x, next_a))
+        critic_loss, q_mean = self._torch_critic_step(x, _tensor(batch.actions), targets)
+        metrics = {"critic_loss": critic_loss, "q_mean": q_mean}
+        if self.updates % p.policy_delay == 0:
+            actions = torch.tanh(self.torch_actor(x))
+            actor_loss = -self.torch_critics[0](torch.cat([x, actions], dim=1))[:, 0].mean()
+            _step(self.torch_actor_optimizer, actor_loss, self.torch_actor.parameters())
+            metrics["actor_loss"] = float(actor_loss.detach())
+            self._polyak((self.actor_target, *self.critic_targets),
+                         (self.actor, *self.critics), p.tau)
+        return metrics
+
+
+def _squashed_gaussian(outputs: torch.Tensor,
+                       noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`mosaic.agents.learners.sac.squashed_gaussian` in torch: actions (N, d) and their
+    log-probabilities (N,)."""
+    d = noise.shape[1]
+    log_std = outputs[:, d:].clamp(LOG_STD_MIN, LOG_STD_MAX)
+    actions = torch.tanh(outputs[:, :d] + log_std.exp() * noise)
+    log_prob = ((-0.5 * noise**2 - log_std).sum(dim=1) - 0.5 * d * _LOG_2PI
+                - torch.log(1.0 - actions**2 + _EPS).sum(dim=1))
+    return actions, log_prob
+
+
+class TorchSACBrain(_TorchActorCritic, SACBrain):
+    """:class:`~mosaic.agents.learners.SACBrain` with its update on PyTorch (float64, CPU).
+
+    Use it with :class:`~mosaic.agents.learners.SACMuscle` and the same params. The networks
+    start as the NumPy brain's do, replay samples and the actor's draws come from
+    ``context.rng`` in the same order, and each update takes the same steps in the same order:
+    ``log alpha`` (with ``learn_alpha``), the critics against the soft target, the actor down
+    ``mean(alpha * log pi(a|s) - min(Q1, Q2)(s, a))`` by the reparameterised gradient, then the
+    Polyak targets. :meth:`state` has the NumPy brain's keys and shapes, so either brain loads
+    the other's checkpoint.
+    """
+
+    def setup(self, context: BrainContext) -> None:
+        super().setup(context)
+        self.torch_log_alpha = torch.from_numpy(self.log_alpha).requires_grad_(True)
+        self.torch_actor_optimizer = self._torch_adam(self.actor_optimizer,
+                                                      self.torch_actor.parameters())
+        self.torch_alpha_optimizer = self._torch_adam(self.alpha_optimizer,
+                                                      [self.torch_log_alpha])
+
+    def _train(self, batch: Transitions) -> dict[str, float]:
+        p = self.params
+        n, d = batch.observations.shape[0], self.spaces.n_actions
+        x, next_x = _tensor(batch.observations), _tensor(batch.next_observations)
+        outputs = self.torch_actor(x)
+        noise = _tensor(self.rng.standard_normal((n, d)))
+        _, log_prob = _squashed_gaussian(outputs, noise)
+        alpha = float(np.exp(self.log_alpha[0]))
+        if p.learn_alpha:
+            alpha_loss = -(self.torch_log_alpha[0]
+                           * (log_prob.detach() + self.target_entropy).mean())
+            _step(self.torch_alpha_optimizer, alpha_loss, [self.torch_log_alpha])
+
+        with torch.no_grad():
+            next_a, next_log_prob = _squashed_gaussian(
+                self.torch_actor(next_x), _tensor(self.rng.standard_normal((n, d))))
+            targets = self._targets(batch, self._torch_target_value(next_x, next_a)
+                                    - alpha * next_log_prob)
+        critic_loss, q_mean = self._torch_critic_step(x, _tensor(batch.actions), targets)
+
+        actions, actor_log_prob = _squashed_gaussian(outputs, noise)
+        inputs = torch.cat([x, actions], dim=1)
+        q = torch.minimum(*(critic(inputs)[:, 0] for critic in self.torch_critics))
+        actor_loss = (alpha * actor_log_prob - q).mean()
+        _step(self.torch_actor_optimizer, actor_loss, self.torch_actor.parameters())
+        self._polyak(self.critic_targets, self.critics, p.tau)
+        return {"critic_loss": critic_loss, "q_mean": q_mean,
+                "actor_loss": float(actor_loss.detach()), "alpha": alpha,
+                "entropy": -float(log_prob.detach().mean())}
