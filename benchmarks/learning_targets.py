@@ -13,13 +13,15 @@ it, against the issue's bar.
 
 | task | example | target | budget | bar |
 | --- | --- | --- | --- | --- |
-| ppo-cartpole | cartpole_ppo.yml | 475 | 100k | 3 of 4 seeds |
+| ppo-cartpole | cartpole_ppo.yml | 475 | 100k | 3 of 4 seeds; vs SB3's PPO |
 | dqn-cartpole | cartpole_dqn.yml | 475 | 100k | 3 of 4 seeds |
-| torch-ppo-cartpole | cartpole_torch_ppo.yml (the torch extra) | 475 | 100k | 3 of 4 seeds |
+| torch-ppo-cartpole | cartpole_torch_ppo.yml (torch extra) | 475 | 100k | 3 of 4; vs ppo-cartpole |
 | ppo-acrobot | acrobot_ppo.yml | -100 | 200k | every seed run |
 | ppo-pendulum | pendulum_ppo.yml | -400 | 500k | every seed run |
 | td3-pendulum | pendulum_td3.yml | -200 | 24k | every seed run; vs SB3's TD3 |
 | sac-pendulum | pendulum_sac.yml | -200 | 24k | every seed run; vs SB3's SAC |
+| torch-td3-pendulum | pendulum_td3.yml, TorchTD3Brain | -200 | 24k | every seed; vs td3-pendulum |
+| torch-sac-pendulum | pendulum_sac.yml, TorchSACBrain | -200 | 24k | every seed; vs sac-pendulum |
 
 A comparison runs two examples on the same seeds for the same env steps (their train phases
 only, as the files give them) and prints, per seed, the mean return of each one's last
@@ -33,15 +35,25 @@ the second on the last episodes, for every seed run:
 (simple_spread needs the mpe2 extra; 50k env steps are 2000 episodes; the issue asks for
 seeds 0-2: ``--tasks mappo-vs-ippo-spread --seeds 0 1 2``.)
 
-A task with a peer also runs, per seed and in the same process, Stable-Baselines3's learner
-(the ``bench`` extra) with the RL Baselines3 Zoo's Pendulum-v1 hyperparameters, to the same
-target measured the same way (its Monitor's episode returns), with a budget of 20k env steps
-and torch on one thread (mosaic's NumPy learners use one). It prints the peer's env steps and
-CPU seconds (this process's and its children's) beside mosaic's, and the ratios of their means
-over the seeds; the bar then also needs mosaic within 1.2x the peer's env steps and under its
-CPU. ``--no-peers`` leaves the peers out. A peer runs in a child process of ``--peer-python``
+A task with a peer also runs, per seed and right after mosaic's run, Stable-Baselines3's
+learner (the ``bench`` extra) with the RL Baselines3 Zoo's hyperparameters for the task's
+environment, to the same target measured the same way (its Monitor's episode returns), with a
+budget of 20k env steps (TD3, SAC on Pendulum-v1) or 100k (PPO on 8 copies of CartPole-v1, its
+learning rate and clip range decaying linearly over them), and torch on one thread (mosaic's
+NumPy learners use one). It prints the peer's env steps, CPU seconds (its process's) and wall
+seconds (its ``learn``) beside mosaic's, and the ratios of their sums over the seeds; the bar
+then also needs, for TD3 and SAC, mosaic within 1.2x the peer's env steps and under its CPU,
+and for PPO at most 0.5x its CPU and less wall time on every seed. ``--no-peers`` leaves the
+peers out. A peer runs in a child process of ``--peer-python``
 (default: this Python), so that Stable-Baselines3 may live in another environment than
 mosaic's (e.g. ``--peer-python /path/to/bench-venv/bin/python``).
+
+A task with a reference runs, per seed and just before its own run, the reference task's
+example (torch-ppo-cartpole: the NumPy PPO of ppo-cartpole; torch-td3-pendulum and
+torch-sac-pendulum: the NumPy brains of the same example) and prints the ratio of the wall
+times to the target, summed over the seeds (and of the CPU times, less noisy on a shared
+machine); the bar then also needs the wall-time ratio at most
+:data:`REFERENCE_WALL_BAR`.
 
 Exits with 1 if a task misses its bar. Runs are CPU-bound (about 20-60 s each for CartPole on
 a quiet machine, minutes for Pendulum); they run one at a time, so that the machine's other
@@ -57,6 +69,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,17 +111,27 @@ class Task:
     target: float
     budget: str  # the name of a condition above
     needed: int | None  # seeds that must meet the target (None: all run)
-    peer: str | None = None  # a Stable-Baselines3 learner run alongside: "SAC" or "TD3"
+    peer: str | None = None  # a Stable-Baselines3 learner run alongside: "PPO", "SAC" or "TD3"
+    reference: str | None = None  # another task run alongside, whose wall time this one's is
+    # compared to
+    brain: str | None = None  # the brain the example's first agent uses instead of its own
 
 
 TASKS = {
-    "ppo-cartpole": Task("cartpole_ppo.yml", 475.0, "within_100k", 3),
+    "ppo-cartpole": Task("cartpole_ppo.yml", 475.0, "within_100k", 3, "PPO"),
     "dqn-cartpole": Task("cartpole_dqn.yml", 475.0, "within_100k", 3),
-    "torch-ppo-cartpole": Task("cartpole_torch_ppo.yml", 475.0, "within_100k", 3),
+    "torch-ppo-cartpole": Task("cartpole_torch_ppo.yml", 475.0, "within_100k", 3,
+                               reference="ppo-cartpole"),
     "ppo-acrobot": Task("acrobot_ppo.yml", -100.0, "within_200k", None),
     "ppo-pendulum": Task("pendulum_ppo.yml", -400.0, "within_500k", None),
     "td3-pendulum": Task("pendulum_td3.yml", -200.0, "within_24k", None, "TD3"),
     "sac-pendulum": Task("pendulum_sac.yml", -200.0, "within_24k", None, "SAC"),
+    "torch-td3-pendulum": Task("pendulum_td3.yml", -200.0, "within_24k", None,
+                               reference="td3-pendulum",
+                               brain="mosaic.agents.learners.torch_actor_critic:TorchTD3Brain"),
+    "torch-sac-pendulum": Task("pendulum_sac.yml", -200.0, "within_24k", None,
+                               reference="sac-pendulum",
+                               brain="mosaic.agents.learners.torch_actor_critic:TorchSACBrain"),
 }
 
 
@@ -175,9 +198,15 @@ def compare(name: str, seeds: list[int]) -> bool:
     return ok
 
 
-#: The peers' budget, and how much more env steps mosaic may take (a mean over the seeds).
+#: The peers' budgets, and how much more env steps mosaic may take than TD3 and SAC (a ratio
+#: of sums over the seeds).
 PEER_BUDGET = 20_000
+PPO_PEER_BUDGET = 100_000
 STEPS_RATIO = 1.2
+#: The most of SB3's PPO's CPU time mosaic's PPO may take (a ratio of sums over the seeds).
+PPO_CPU_RATIO = 0.5
+#: The most of its reference's wall time to the target a task with a reference may take.
+REFERENCE_WALL_BAR = 1.5
 
 
 def cpu_seconds() -> float:
@@ -187,10 +216,12 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def run_peer(algorithm: str, seed: int, target: float) -> tuple[bool, float, int, float]:
-    """(reached, last-20 mean, env steps, CPU seconds) of Stable-Baselines3's ``algorithm`` on
-    Pendulum-v1 with the RL Baselines3 Zoo's hyperparameters, stopped at ``target`` or
-    :data:`PEER_BUDGET` env steps."""
+def run_peer(algorithm: str, seed: int,
+             target: float) -> tuple[bool, float, int, float, float]:
+    """(reached, last-20 mean, env steps, CPU seconds, wall seconds) of Stable-Baselines3's
+    ``algorithm`` with the RL Baselines3 Zoo's hyperparameters, stopped at ``target`` or its
+    budget: PPO on 8 copies of CartPole-v1 (:data:`PPO_PEER_BUDGET`), TD3 and SAC on
+    Pendulum-v1 (:data:`PEER_BUDGET`)."""
     import gymnasium
     import numpy as np
     import stable_baselines3
@@ -209,32 +240,42 @@ def run_peer(algorithm: str, seed: int, target: float) -> tuple[bool, float, int
                     returns.append(float(info["episode"]["r"]))
             return not (len(returns) >= WINDOW and np.mean(returns[-WINDOW:]) >= target)
 
-    env = Monitor(gymnasium.make("Pendulum-v1"))
-    if algorithm == "SAC":  # rl-baselines3-zoo hyperparams/sac.yml, Pendulum-v1
-        model = stable_baselines3.SAC("MlpPolicy", env, learning_rate=1e-3, seed=seed,
-                                      device="cpu")
+    budget = PEER_BUDGET
+    if algorithm == "PPO":  # rl-baselines3-zoo hyperparams/ppo.yml, CartPole-v1
+        from stable_baselines3.common.env_util import make_vec_env
+
+        budget = PPO_PEER_BUDGET
+        model = stable_baselines3.PPO(
+            "MlpPolicy", make_vec_env("CartPole-v1", n_envs=8, seed=seed), n_steps=32,
+            batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0,
+            learning_rate=lambda remaining: remaining * 1e-3,
+            clip_range=lambda remaining: remaining * 0.2, seed=seed, device="cpu")
+    elif algorithm == "SAC":  # rl-baselines3-zoo hyperparams/sac.yml, Pendulum-v1
+        model = stable_baselines3.SAC("MlpPolicy", Monitor(gymnasium.make("Pendulum-v1")),
+                                      learning_rate=1e-3, seed=seed, device="cpu")
     else:  # rl-baselines3-zoo hyperparams/td3.yml, Pendulum-v1
         model = stable_baselines3.TD3(
-            "MlpPolicy", env, gamma=0.98, buffer_size=200_000, learning_starts=10_000,
+            "MlpPolicy", Monitor(gymnasium.make("Pendulum-v1")), gamma=0.98,
+            buffer_size=200_000, learning_starts=10_000,
             action_noise=NormalActionNoise(np.zeros(1), 0.1 * np.ones(1)), gradient_steps=1,
             train_freq=1, learning_rate=1e-3, policy_kwargs={"net_arch": [400, 300]},
             seed=seed, device="cpu")
-    start = cpu_seconds()
-    model.learn(total_timesteps=PEER_BUDGET, callback=Stop())
-    cpu = cpu_seconds() - start
+    start, started = cpu_seconds(), time.perf_counter()
+    model.learn(total_timesteps=budget, callback=Stop())
+    cpu, wall = cpu_seconds() - start, time.perf_counter() - started
     last = float(np.mean(returns[-WINDOW:]))
-    return last >= target, last, int(model.num_timesteps), cpu
+    return last >= target, last, int(model.num_timesteps), cpu, wall
 
 
 def peer_in_child(python: str, algorithm: str, seed: int,
-                  target: float) -> tuple[bool, float, int, float]:
+                  target: float) -> tuple[bool, float, int, float, float]:
     """:func:`run_peer` in a child process of ``python``."""
     done = subprocess.run([python, __file__, "--run-peer", algorithm, str(seed), str(target)],
                           capture_output=True, text=True, check=False)
     if done.returncode:
         raise SystemExit(f"SB3 {algorithm}, seed {seed} failed:\n{done.stderr[-2000:]}")
-    reached, last, steps, cpu = json.loads(done.stdout.strip().splitlines()[-1])
-    return bool(reached), float(last), int(steps), float(cpu)
+    reached, last, steps, cpu, wall = json.loads(done.stdout.strip().splitlines()[-1])
+    return bool(reached), float(last), int(steps), float(cpu), float(wall)
 
 
 def run_task(task: Task, seed: int,
@@ -245,9 +286,10 @@ def run_task(task: Task, seed: int,
     train = {"name": "train", "mode": "train", "episodes": 10_000_000,
              "termination": {"reward_threshold": task.target, "window": WINDOW,
                              "condition": f"benchmarks.learning_targets:{task.budget}"}}
+    brain = {} if task.brain is None else {"agents.0.brain": task.brain}
     results = mosaic.run(REPO / "examples" / task.example, seed=seed, progress=False,
                          phases=[train], store={"path": str(folder / f"{seed}.sqlite"),
-                                                "record_steps": "episodes"})
+                                                "record_steps": "episodes"}, **brain)
     run = results[0]
     if run.status != "finished":
         raise SystemExit(f"{task.example}, seed {seed}: the run {run.status}: {run.error}")
@@ -256,6 +298,29 @@ def run_task(task: Task, seed: int,
     last = float(returns[-WINDOW:].mean())
     cpu = cpu_seconds() - start
     return last >= task.target, last, run.steps, run.episodes, run.wall_time, cpu
+
+
+def peer_bar(peer: str, ours: list[tuple[int, float, float]],
+             theirs: list[tuple[int, float, float]]) -> bool:
+    """Print mosaic's (env steps, CPU, wall) per seed against the peer's, as ratios of sums;
+    whether they meet the peer's bar."""
+    steps_ratio = sum(s for s, _, _ in ours) / sum(s for s, _, _ in theirs)
+    cpu_ratio = sum(c for _, c, _ in ours) / sum(c for _, c, _ in theirs)
+    wall_ratio = sum(w for _, _, w in ours) / sum(w for _, _, w in theirs)
+    if peer == "PPO":
+        faster = sum(w < peer_wall for (_, _, w), (_, _, peer_wall) in zip(ours, theirs,
+                                                                           strict=True))
+        near = cpu_ratio <= PPO_CPU_RATIO and faster == len(ours)
+        print(f"  against SB3's PPO: {cpu_ratio:.2f}x its CPU (bar {PPO_CPU_RATIO}x), "
+              f"{wall_ratio:.2f}x its wall time, less on {faster} of {len(ours)} seeds (bar: "
+              f"all), {steps_ratio:.2f}x its env steps: {'ok' if near else 'MISSED'}",
+              flush=True)
+        return near
+    near = steps_ratio <= STEPS_RATIO and cpu_ratio < 1.0
+    print(f"  against SB3's {peer}: {steps_ratio:.2f}x its env steps (bar {STEPS_RATIO}x), "
+          f"{cpu_ratio:.2f}x its CPU (bar < 1), {wall_ratio:.2f}x its wall time: "
+          f"{'ok' if near else 'MISSED'}", flush=True)
+    return near
 
 
 def main() -> int:
@@ -284,36 +349,49 @@ def main() -> int:
             continue
         task = TASKS[name]
         met = 0
-        ours: list[tuple[int, float]] = []
-        theirs: list[tuple[int, float]] = []
+        ours: list[tuple[int, float, float]] = []  # (env steps, CPU, wall) per seed
+        theirs: list[tuple[int, float, float]] = []
+        references: list[tuple[float, float]] = []  # the reference task's (wall, CPU) per seed
         print(f"{name}: examples/{task.example}, target: last-{WINDOW} mean >= {task.target:g} "
               f"{task.budget.replace('_', ' ')} env steps", flush=True)
         for seed in args.seeds:
+            if task.reference:
+                reference = TASKS[task.reference]
+                with tempfile.TemporaryDirectory() as tmp:
+                    reached, last, steps, episodes, wall, cpu = run_task(reference, seed,
+                                                                         Path(tmp))
+                references.append((wall, cpu))
+                print(f"    {task.reference} (reference): {'reached' if reached else 'MISSED '}"
+                      f"  last-{WINDOW} mean {last:8.1f}  {steps:7d} env steps  {wall:6.1f} s "
+                      f"wall  {cpu:6.1f} s CPU", flush=True)
             with tempfile.TemporaryDirectory() as tmp:
                 reached, last, steps, episodes, wall, cpu = run_task(task, seed, Path(tmp))
             met += reached
-            ours.append((steps, cpu))
+            ours.append((steps, cpu, wall))
             print(f"  seed {seed}: {'reached' if reached else 'MISSED '}  last-{WINDOW} mean "
                   f"{last:8.1f}  {steps:7d} env steps  {episodes:5d} episodes  {wall:6.1f} s "
                   f"wall ({steps / wall:.0f} steps/s)  {cpu:6.1f} s CPU", flush=True)
             if task.peer and not args.no_peers:
-                reached, last, steps, cpu = peer_in_child(args.peer_python, task.peer, seed,
-                                                          task.target)
-                theirs.append((steps, cpu))
+                reached, last, steps, cpu, wall = peer_in_child(args.peer_python, task.peer,
+                                                                seed, task.target)
+                theirs.append((steps, cpu, wall))
                 print(f"    SB3 {task.peer}: {'reached' if reached else 'MISSED '}  last-"
-                      f"{WINDOW} mean {last:8.1f}  {steps:7d} env steps  {cpu:6.1f} s CPU",
-                      flush=True)
+                      f"{WINDOW} mean {last:8.1f}  {steps:7d} env steps  {wall:6.1f} s wall  "
+                      f"{cpu:6.1f} s CPU", flush=True)
         needed = len(args.seeds) if task.needed is None else min(task.needed, len(args.seeds))
         ok = met >= needed
         print(f"  {met} of {len(args.seeds)} seeds met it (needed: {needed}): "
               f"{'ok' if ok else 'MISSED'}", flush=True)
         if theirs:
-            steps_ratio = sum(s for s, _ in ours) / sum(s for s, _ in theirs)
-            cpu_ratio = sum(c for _, c in ours) / sum(c for _, c in theirs)
-            near = steps_ratio <= STEPS_RATIO and cpu_ratio < 1.0
+            near = peer_bar(task.peer or "", ours, theirs)
             ok = ok and near
-            print(f"  against SB3's {task.peer}: {steps_ratio:.2f}x its env steps (bar "
-                  f"{STEPS_RATIO}x), {cpu_ratio:.2f}x its CPU (bar < 1): "
+        if references:
+            wall_ratio = sum(wall for _, _, wall in ours) / sum(w for w, _ in references)
+            cpu_ratio = sum(cpu for _, cpu, _ in ours) / sum(c for _, c in references)
+            near = wall_ratio <= REFERENCE_WALL_BAR
+            ok = ok and near
+            print(f"  against {task.reference}: {wall_ratio:.2f}x its wall time to the target "
+                  f"(bar {REFERENCE_WALL_BAR}x; {cpu_ratio:.2f}x its CPU): "
                   f"{'ok' if near else 'MISSED'}", flush=True)
         if not ok:
             missed.append(name)

@@ -23,6 +23,7 @@ __all__ = [
     "sample_softmax",
     "softmax",
     "softmax_policy_loss",
+    "softmax_policy_loss_from_log_probs",
 ]
 
 Layers = list[tuple[np.ndarray, np.ndarray]]
@@ -147,18 +148,22 @@ class MLP:
     def forward(self, x: np.ndarray) -> np.ndarray:
         """Outputs for inputs ``x`` of shape (N, n_inputs) or (n_inputs,)."""
         for w, b in self.layers[:-1]:
-            x = np.tanh(x @ w + b)
+            x = _tanh_layer(x, w, b)
         w, b = self.layers[-1]
-        return x @ w + b
+        out = x @ w
+        out += b
+        return out
 
     def forward_cached(self, x: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         """Outputs for a batch ``x`` (N, n_inputs), and the layer inputs :meth:`backward` needs."""
         inputs = [x]
         for w, b in self.layers[:-1]:
-            x = np.tanh(x @ w + b)
+            x = _tanh_layer(x, w, b)
             inputs.append(x)
         w, b = self.layers[-1]
-        return x @ w + b, inputs
+        out = x @ w
+        out += b
+        return out, inputs
 
     def backward(self, inputs: list[np.ndarray], grad_out: np.ndarray) -> list[np.ndarray]:
         """Gradients ``[dW0, db0, dW1, db1, ...]`` of a scalar loss, given ``dloss/doutput``.
@@ -175,7 +180,8 @@ class MLP:
             grads.append(x.T @ delta)
             if i:
                 # x = tanh(pre-activation), so d tanh = 1 - x**2.
-                delta = (delta @ w.T) * (1.0 - x * x)
+                delta = delta @ w.T
+                delta *= _tanh_slope(x)
         grads.reverse()
         return grads
 
@@ -191,9 +197,23 @@ class MLP:
             w, _ = self.layers[i]
             delta = delta @ w.T
             if i:
-                x = inputs[i]
-                delta = delta * (1.0 - x * x)
+                delta *= _tanh_slope(inputs[i])
         return delta
+
+
+def _tanh_layer(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``tanh(x @ w + b)``, computed in the one new array (the same numbers)."""
+    h = x @ w
+    h += b
+    out: np.ndarray = np.tanh(h, out=h)
+    return out
+
+
+def _tanh_slope(y: np.ndarray) -> np.ndarray:
+    """``1 - y * y``, the derivative of ``tanh`` where it gave ``y``, in one new array."""
+    slope = y * y
+    out: np.ndarray = np.subtract(1.0, slope, out=slope)
+    return out
 
 
 def masked_logits(logits: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
@@ -264,21 +284,35 @@ def softmax_policy_loss(
     ``mask`` (N, n_actions) is false the action is illegal: it gets probability 0 and no
     gradient. Returns ``(loss, dloss/dlogits, mean entropy)``.
     """
-    n = logits.shape[0]
-    z = masked_logits(logits, mask)
-    logp = log_softmax(z)
+    return softmax_policy_loss_from_log_probs(log_softmax(masked_logits(logits, mask)),
+                                              actions, advantages, entropy_coef)
+
+
+def softmax_policy_loss_from_log_probs(
+    logp: np.ndarray,
+    actions: np.ndarray,
+    advantages: np.ndarray,
+    entropy_coef: float,
+) -> tuple[float, np.ndarray, float]:
+    """:func:`softmax_policy_loss` given ``logp`` (N, n_actions), the ``log_softmax`` of the
+    masked logits, for a caller that has it already (the same numbers, computed once)."""
+    n = logp.shape[0]
     p = np.exp(logp)
     rows = np.arange(n)
     # 0 * log 0 counts as 0 for illegal actions.
-    plogp = np.where(p > 0.0, p * np.where(p > 0.0, logp, 0.0), 0.0)
+    legal = p > 0.0
+    safe_logp = np.where(legal, logp, 0.0)
+    plogp = np.where(legal, p * safe_logp, 0.0)
     entropy = -plogp.sum(axis=-1)
-    loss = -np.mean(advantages * logp[rows, actions]) - entropy_coef * np.mean(entropy)
+    mean_entropy = entropy.mean()
+    loss = -(advantages * logp[rows, actions]).mean() - entropy_coef * mean_entropy
     # d log pi(a) / dz = onehot(a) - p ;  d H / dz = -p * (log p + H)
     grad = p * advantages[:, None]
     grad[rows, actions] -= advantages
-    safe_logp = np.where(p > 0.0, logp, 0.0)
-    grad += entropy_coef * p * (safe_logp + entropy[:, None])
-    return float(loss), grad / n, float(np.mean(entropy))
+    if entropy_coef:
+        grad += entropy_coef * p * (safe_logp + entropy[:, None])
+    grad /= n
+    return float(loss), grad, float(mean_entropy)
 
 
 class Adam:
@@ -303,29 +337,63 @@ class Adam:
         self.learning_rate = learning_rate
         self.beta1, self.beta2, self.eps = beta1, beta2, eps
         self.max_grad_norm = max_grad_norm
-        self.m = [np.zeros_like(p) for p in self.params]
-        self.v = [np.zeros_like(p) for p in self.params]
+        # The moments of all parameters, end to end, so that a step is a few operations on one
+        # array rather than a few per parameter (the arithmetic, element by element, is the
+        # same); ``m`` and ``v`` are views of them in the parameters' shapes.
+        self._bounds = np.cumsum([0, *(p.size for p in self.params)]).tolist()
+        total = self._bounds[-1]
+        self._m, self._v = np.zeros(total), np.zeros(total)
+        self._grad, self._scratch, self._denominator = (np.empty(total), np.empty(total),
+                                                        np.empty(total))
+        self.m = self._views(self._m)
+        self.v = self._views(self._v)
+        self._updates = self._views(self._scratch)  # the step of each parameter
         self.t = 0
 
-    def step(self, grads: Sequence[np.ndarray]) -> None:
-        """Apply one update with ``grads`` (same shapes and order as the parameters)."""
+    def _views(self, flat: np.ndarray) -> list[np.ndarray]:
+        """``flat`` cut into views of the parameters' shapes."""
+        return [flat[start:end].reshape(p.shape) for p, start, end
+                in zip(self.params, self._bounds[:-1], self._bounds[1:], strict=True)]
+
+    def step(self, grads: Sequence[np.ndarray], norm: float | None = None) -> None:
+        """Apply one update with ``grads`` (same shapes and order as the parameters).
+
+        ``norm`` is their global norm, ``sqrt(sum(sum(g * g)))``, when the caller has it
+        already; it is computed here when ``max_grad_norm`` needs it and it is not given.
+        """
         if len(grads) != len(self.params):
             raise ValueError(f"expected {len(self.params)} gradients, got {len(grads)}")
         scale = 1.0
         if self.max_grad_norm is not None:
-            norm = float(np.sqrt(sum(float(np.sum(g * g)) for g in grads)))
+            if norm is None:
+                norm = float(np.sqrt(sum(float((g * g).sum()) for g in grads)))
             if norm > self.max_grad_norm:
                 scale = self.max_grad_norm / norm
+        for p, g in zip(self.params, grads, strict=True):
+            if np.shape(g) != p.shape:
+                raise ValueError(f"a gradient of shape {np.shape(g)} for a parameter of shape "
+                                 f"{p.shape}")
         self.t += 1
+        if not self.params:
+            return
         b1, b2 = self.beta1, self.beta2
         step = self.learning_rate * np.sqrt(1.0 - b2**self.t) / (1.0 - b1**self.t)
-        for p, g, m, v in zip(self.params, grads, self.m, self.v, strict=True):
-            g = g * scale
-            m *= b1
-            m += (1.0 - b1) * g
-            v *= b2
-            v += (1.0 - b2) * g * g
-            p -= step * m / (np.sqrt(v) + self.eps)
+        g, scratch, m, v = self._grad, self._scratch, self._m, self._v
+        np.concatenate([np.ravel(part) for part in grads], out=g)  # float64, as the moments
+        if scale != 1.0:
+            g *= scale
+        m *= b1
+        m += np.multiply(1.0 - b1, g, out=scratch)
+        v *= b2
+        np.multiply(1.0 - b2, g, out=scratch)
+        scratch *= g
+        v += scratch
+        np.sqrt(v, out=self._denominator)
+        self._denominator += self.eps
+        np.multiply(step, m, out=scratch)
+        scratch /= self._denominator
+        for p, update in zip(self.params, self._updates, strict=True):
+            p -= update
 
     def state(self, prefix: str = "") -> dict[str, np.ndarray]:
         """Copies of the moments (``m0``, ``v0``, ...) and the step count ``t``, under
@@ -352,5 +420,7 @@ class Adam:
                 raise ValueError(f"optimizer moments of shape {m.shape}/{v.shape} for a "
                                  f"parameter of shape {p.shape}")
         self.t = t
-        self.m = [m.copy() for m in ms]
-        self.v = [v.copy() for v in vs]
+        for mine, m in zip(self.m, ms, strict=True):
+            mine[...] = m
+        for mine, v in zip(self.v, vs, strict=True):
+            mine[...] = v

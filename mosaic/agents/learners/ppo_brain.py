@@ -40,6 +40,13 @@ class _Rollout:
     returns: np.ndarray
 
 
+def _shuffled(rollout: _Rollout, order: np.ndarray) -> _Rollout:
+    """``rollout``'s steps in ``order``."""
+    return _Rollout(rollout.observations[order], rollout.actions[order],
+                    rollout.log_probs[order], None if rollout.masks is None
+                    else rollout.masks[order], rollout.advantages[order], rollout.returns[order])
+
+
 class PPOBrain(RestorableState, Brain):
     """PPO with a clipped surrogate objective, on tanh MLP policy and value networks.
 
@@ -146,8 +153,10 @@ class PPOBrain(RestorableState, Brain):
             return _Rollout(empty, empty, empty, None, empty, empty)
         obs, actions, log_probs, masks, advantages, returns = (
             np.concatenate(column) for column in zip(*parts, strict=True))
-        return _Rollout(obs, actions, log_probs, masks if self.head.discrete else None,
-                        advantages, returns)
+        # Every action legal (CartPole's case) masks nothing: no mask spares each minibatch
+        # the masking, with the same numbers.
+        legal = masks if self.head.discrete and not masks.all() else None
+        return _Rollout(obs, actions, log_probs, legal, advantages, returns)
 
     def _update(self, rollout: _Rollout) -> None:
         params, rng = self.params, self.context.rng
@@ -155,16 +164,18 @@ class PPOBrain(RestorableState, Brain):
         totals = dict.fromkeys(METRICS, 0.0)
         steps = 0
         for _ in range(params.epochs):
-            order = rng.permutation(n)
+            # The epoch's order applied once: each minibatch is then a slice of it (a view).
+            shuffled = _shuffled(rollout, rng.permutation(n))
             for start in range(0, n, params.minibatch_size):
-                self._step(rollout, order[start:start + params.minibatch_size], totals)
+                self._step(shuffled, slice(start, start + params.minibatch_size), totals)
                 steps += 1
         self.last_stats = {name: total / steps for name, total in totals.items()}
         for name in METRICS:
             self.context.log_metric(name, self.last_stats[name])
 
-    def _step(self, rollout: _Rollout, rows: np.ndarray, totals: dict[str, float]) -> None:
-        """One Adam step on the minibatch ``rows``; adds its stats to ``totals``."""
+    def _step(self, rollout: _Rollout, rows: slice, totals: dict[str, float]) -> None:
+        """One Adam step on the minibatch ``rows`` of the epoch's shuffled ``rollout``; adds its
+        stats to ``totals``."""
         observations = rollout.observations[rows]
         ppo_step(self.policy, self.value, self.optimizer, self.head, self.log_std, self.params,
                  Minibatch(observations, observations, rollout.actions[rows],

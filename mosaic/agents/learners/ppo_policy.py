@@ -20,7 +20,7 @@ from mosaic.agents.learners.mlp import (
     log_softmax,
     masked_logits,
     sample_softmax,
-    softmax_policy_loss,
+    softmax_policy_loss_from_log_probs,
 )
 
 if TYPE_CHECKING:
@@ -132,7 +132,8 @@ def clipped_surrogate(
     n = outputs.shape[0]
     rows = np.arange(n)
     if head.discrete:
-        log_probs = log_softmax(masked_logits(outputs, masks))[rows, actions]
+        all_log_probs = log_softmax(masked_logits(outputs, masks))
+        log_probs = all_log_probs[rows, actions]
     else:
         std_log = head._log_std(log_std)
         z = (actions - outputs) / np.exp(std_log)
@@ -143,12 +144,13 @@ def clipped_surrogate(
     clipped = np.clip(ratio, 1.0 - clip_range, 1.0 + clip_range) * advantages
     # Where the clipped term is the smaller one, the objective is flat in the policy.
     weights = np.where(unclipped <= clipped, unclipped, 0.0)
-    loss = -float(np.mean(np.minimum(unclipped, clipped)))
-    stats = dict(approx_kl=float(np.mean(ratio - 1.0 - log_ratio)),
-                 clip_fraction=float(np.mean(np.abs(ratio - 1.0) > clip_range)))
+    loss = -float(np.minimum(unclipped, clipped).mean())
+    stats = dict(approx_kl=float((ratio - 1.0 - log_ratio).mean()),
+                 clip_fraction=float((np.abs(ratio - 1.0) > clip_range).mean()))
     if head.discrete:
         # d/dlogits of -mean(w log pi(a)) is the surrogate's gradient when w = r A is held.
-        _, grad, entropy = softmax_policy_loss(outputs, actions, weights, entropy_coef, masks)
+        _, grad, entropy = softmax_policy_loss_from_log_probs(all_log_probs, actions,
+                                                              weights, entropy_coef)
         return SurrogateStats(loss - entropy_coef * entropy, entropy, **stats), grad, None
     entropy = float(np.sum(std_log) + 0.5 * head.size * (1.0 + _LOG_2PI))
     std = np.exp(std_log)
@@ -174,6 +176,16 @@ class Minibatch:
     returns: np.ndarray
 
 
+def _normalized(values: np.ndarray) -> np.ndarray:
+    """``(values - values.mean()) / (values.std() + 1e-8)`` for a 1-d array, to the last bit,
+    with the centred values computed once (``std`` would compute them again)."""
+    centred: np.ndarray = values - values.sum() / values.shape[0]
+    squares = centred * centred
+    std = np.sqrt(squares.sum() / values.shape[0])
+    centred /= std + 1e-8
+    return centred
+
+
 def ppo_step(policy: MLP, value: MLP, optimizer: Adam, head: PolicyHead,
              log_std: np.ndarray, params: PPOParams, batch: Minibatch,
              totals: dict[str, float]) -> None:
@@ -184,20 +196,20 @@ def ppo_step(policy: MLP, value: MLP, optimizer: Adam, head: PolicyHead,
     rows = batch.advantages.shape[0]
     advantages = batch.advantages
     if params.normalize_advantages and rows > 1:
-        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        advantages = _normalized(advantages)
     outputs, policy_inputs = policy.forward_cached(batch.observations)
     stats, grad_out, grad_log_std = clipped_surrogate(
         head, outputs, batch.actions, batch.log_probs, advantages, params.clip_range,
         params.entropy_coef, batch.masks, log_std)
     values, value_inputs = value.forward_cached(batch.critic_inputs)
     error = values[:, 0] - batch.returns
-    value_loss = float(np.mean(error * error))
+    value_loss = float((error * error).mean())
     grad_value = (params.value_coef * 2.0 / rows) * error[:, None]
     grads = [*policy.backward(policy_inputs, grad_out),
              *([] if grad_log_std is None else [grad_log_std]),
              *value.backward(value_inputs, grad_value)]
-    grad_norm = float(np.sqrt(sum(float(np.sum(g * g)) for g in grads)))
-    optimizer.step(grads)
+    grad_norm = float(np.sqrt(sum(float((g * g).sum()) for g in grads)))
+    optimizer.step(grads, grad_norm)
     for name, number in (("policy_loss", stats.loss), ("value_loss", value_loss),
                          ("entropy", stats.entropy), ("approx_kl", stats.approx_kl),
                          ("clip_fraction", stats.clip_fraction), ("grad_norm", grad_norm)):

@@ -2,17 +2,19 @@
 
 It learns what :class:`~mosaic.agents.learners.PPOBrain` learns, with the same params, rollout,
 metrics, checkpoint and state format, but takes its gradients with ``torch.autograd`` and steps
-``torch.optim.Adam``. Its muscle is the NumPy :class:`~mosaic.agents.learners.PPOMuscle`: the
-brain answers with the policy as NumPy arrays, so an environment's process never imports torch.
+Adam as ``torch.optim.Adam`` does (:class:`~mosaic.agents.learners.torch_adam.ClippedAdam`).
+Its muscle is the NumPy :class:`~mosaic.agents.learners.PPOMuscle`: the brain answers with the
+policy as NumPy arrays, so an environment's process never imports torch.
 
 Importing this module without PyTorch raises :class:`~mosaic.core.errors.MissingExtra`, which
-names the extra to install (``pip install 'mosaic[torch]'``); nothing else in mosaic imports it.
+names the extra to install (``pip install 'mosaic[torch]'``); only the torch learners' modules
+import it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -26,9 +28,14 @@ if TYPE_CHECKING:
 else:
     torch = require("torch", "TorchPPOBrain (PPO on PyTorch)", "torch")
 
+# After the check above, so that a missing torch is reported as TorchPPOBrain's extra.
+from mosaic.agents.learners.torch_adam import ClippedAdam
+
 __all__ = ["TorchPPOBrain", "torch_mlp"]
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
+#: The order of the stats :meth:`TorchPPOBrain._step` takes from one tensor.
+_STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm")
 
 
 def torch_mlp(network: MLP) -> torch.nn.Sequential:
@@ -53,6 +60,15 @@ def _to_torch(network: MLP, module: torch.nn.Sequential) -> None:
             linear.bias.copy_(torch.from_numpy(b.copy()))
 
 
+def _forward(linears: list[torch.nn.Linear], x: torch.Tensor) -> torch.Tensor:
+    """What the ``torch_mlp`` of ``linears`` computes for ``x``, called without the modules'
+    hooks (the same operations: ``linear``, then ``tanh`` on all but the last)."""
+    for linear in linears[:-1]:
+        x = torch.tanh(torch.nn.functional.linear(x, linear.weight, linear.bias))
+    last = linears[-1]
+    return torch.nn.functional.linear(x, last.weight, last.bias)
+
+
 def _to_numpy(module: torch.nn.Sequential, network: MLP) -> None:
     """Copy ``module``'s weights into ``network`` in place (the layout :func:`torch_mlp` made)."""
     linears = [m for m in module if isinstance(m, torch.nn.Linear)]
@@ -69,9 +85,10 @@ class TorchPPOBrain(PPOBrain):
     order, and the loss is the same: the clipped surrogate, ``value_coef`` times the value
     network's mean squared error and ``entropy_coef`` times the entropy, over the policy, the
     value network and the log std, with the gradient clipped to the global norm
-    ``max_grad_norm``. After each update the NumPy copies of the networks follow, so
-    :meth:`weights`, :meth:`greedy_checkpoint` and the advantages are computed as the NumPy
-    brain computes them.
+    ``max_grad_norm`` (:class:`~mosaic.agents.learners.torch_adam.ClippedAdam`: what
+    ``clip_grad_norm_`` and ``torch.optim.Adam`` compute, in fewer calls). After each update
+    the NumPy copies of the networks follow, so :meth:`weights`, :meth:`greedy_checkpoint` and
+    the advantages are computed as the NumPy brain computes them.
 
     :meth:`state` has the NumPy brain's keys and shapes (the Adam moments in the NumPy layout),
     so either brain loads the other's checkpoint.
@@ -90,32 +107,38 @@ class TorchPPOBrain(PPOBrain):
         # The order of the NumPy brain's optimizer: policy, log std, value.
         self._torch_params = [*self.torch_policy.parameters(), *extra,
                               *self.torch_value.parameters()]
-        self.torch_optimizer = torch.optim.Adam(self._torch_params, lr=self.params.learning_rate,
-                                                eps=1e-8)
+        self.torch_optimizer = ClippedAdam(self._torch_params, self.params.learning_rate,
+                                           self.params.max_grad_norm or float("inf"), eps=1e-8)
+        self._policy_linears = [m for m in self.torch_policy if isinstance(m, torch.nn.Linear)]
+        self._value_linears = [m for m in self.torch_value if isinstance(m, torch.nn.Linear)]
 
     # -- learning -------------------------------------------------------------------------
     def _update(self, rollout: _Rollout) -> None:
         super()._update(rollout)  # the epochs and metrics; each minibatch in _step below
         self._sync_numpy()
 
-    def _step(self, rollout: _Rollout, rows: np.ndarray, totals: dict[str, float]) -> None:
-        """One Adam step on the minibatch ``rows``; adds its stats to ``totals``."""
+    def _step(self, rollout: _Rollout, rows: slice, totals: dict[str, float]) -> None:
+        """One Adam step on the minibatch ``rows`` of the epoch's shuffled ``rollout``; adds its
+        stats to ``totals``."""
         params = self.params
+        # Slices of the shuffled rollout are views: torch reads them without a copy.
         obs = torch.from_numpy(rollout.observations[rows])
         advantages = torch.from_numpy(rollout.advantages[rows])
-        if params.normalize_advantages and rows.shape[0] > 1:
+        if params.normalize_advantages and advantages.shape[0] > 1:
             advantages = (advantages - advantages.mean()) / (advantages.std(unbiased=False)
                                                              + 1e-8)
-        outputs = self.torch_policy(obs)
+        outputs = _forward(self._policy_linears, obs)
         if self.head.discrete:
             logits = outputs
             if rollout.masks is not None:
                 mask = torch.from_numpy(rollout.masks[rows])
                 logits = torch.where(mask, logits, torch.finfo(logits.dtype).min)
             all_log_probs = torch.log_softmax(logits, dim=-1)
-            actions = torch.from_numpy(rollout.actions[rows].astype(np.int64))
+            actions = torch.from_numpy(rollout.actions[rows].astype(np.int64, copy=False))
             log_probs = all_log_probs.gather(1, actions[:, None])[:, 0]
-            entropy = -(all_log_probs.exp() * all_log_probs).sum(dim=-1).mean()
+            # Without an entropy bonus the entropy is a metric: its gradient would be zeros.
+            with torch.set_grad_enabled(bool(params.entropy_coef)):
+                entropy = -(all_log_probs.exp() * all_log_probs).sum(dim=-1).mean()
         else:
             log_std = self.torch_log_std
             z = (torch.from_numpy(rollout.actions[rows]) - outputs) / log_std.exp()
@@ -127,20 +150,20 @@ class TorchPPOBrain(PPOBrain):
                                   ratio.clamp(1.0 - params.clip_range, 1.0 + params.clip_range)
                                   * advantages)
         policy_loss = -surrogate.mean() - params.entropy_coef * entropy
-        error = self.torch_value(obs)[:, 0] - torch.from_numpy(rollout.returns[rows])
+        error = _forward(self._value_linears, obs)[:, 0] - torch.from_numpy(rollout.returns[rows])
         value_loss = (error * error).mean()
-        self.torch_optimizer.zero_grad()
-        (policy_loss + params.value_coef * value_loss).backward()
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(
-            self._torch_params, params.max_grad_norm or float("inf")))
-        self.torch_optimizer.step()
+        for param in self._torch_params:
+            param.grad = None
+        loss: torch.Tensor = policy_loss + params.value_coef * value_loss
+        loss.backward()  # type: ignore[no-untyped-call]
+        grad_norm = self.torch_optimizer.step()
         with torch.no_grad():
-            stats = (("policy_loss", policy_loss), ("value_loss", value_loss),
-                     ("entropy", entropy), ("approx_kl", (ratio - 1.0 - log_ratio).mean()),
-                     ("clip_fraction", ((ratio - 1.0).abs() > params.clip_range).double().mean()))
-            for name, value in stats:
-                totals[name] += float(value)
-        totals["grad_norm"] += grad_norm
+            stats = torch.stack([
+                policy_loss, value_loss, torch.as_tensor(entropy, dtype=torch.float64),
+                (ratio - 1.0 - log_ratio).mean(),
+                ((ratio - 1.0).abs() > params.clip_range).double().mean(), grad_norm]).tolist()
+        for name, value in zip(_STATS, stats, strict=True):
+            totals[name] += value
 
     def _sync_numpy(self) -> None:
         _to_numpy(self.torch_policy, self.policy)
@@ -152,22 +175,15 @@ class TorchPPOBrain(PPOBrain):
         """As :meth:`PPOBrain.state`: ``policy.*``, ``value.*``, ``log_std``, ``version`` and
         ``adam.t``, ``adam.m0``, ``adam.v0``, ... in the NumPy layout."""
         state = super().state()
-        numpy_params = self.optimizer.params
-        state["adam.t"] = np.array(self._adam_steps(), dtype=np.int64)
-        for i, (param, like) in enumerate(zip(self._torch_params, numpy_params, strict=True)):
-            moments = self.torch_optimizer.state.get(param, {})
-            for key, name in (("exp_avg", "m"), ("exp_avg_sq", "v")):
-                value = moments.get(key)
-                array = np.zeros_like(like) if value is None else value.detach().numpy()
+        optimizer = self.torch_optimizer
+        state["adam.t"] = np.array(optimizer.steps, dtype=np.int64)
+        for name, moments in (("m", optimizer.exp_avg), ("v", optimizer.exp_avg_sq)):
+            for i, moment in enumerate(moments):
+                array = moment.numpy()
                 # torch keeps a Linear's weight as (out, in); the NumPy MLP as (in, out).
                 state[f"adam.{name}{i}"] = np.ascontiguousarray(
-                    array.T if array.ndim == 2 and value is not None else array)
+                    array.T if array.ndim == 2 else array)
         return state
-
-    def _adam_steps(self) -> int:
-        for moments in self.torch_optimizer.state.values():
-            return int(moments["step"])
-        return 0
 
     def _load(self, state: Mapping[str, np.ndarray]) -> None:
         super()._load(state)  # the NumPy networks, log std, version, and a check of the moments
@@ -175,13 +191,10 @@ class TorchPPOBrain(PPOBrain):
         _to_torch(self.value, self.torch_value)
         with torch.no_grad():
             self.torch_log_std.copy_(torch.from_numpy(self.log_std.copy()))
-        steps = int(state["adam.t"])
-        self.torch_optimizer.state.clear()
-        if steps:
-            for i, param in enumerate(self._torch_params):
-                moments: dict[str, Any] = {"step": torch.tensor(float(steps))}
-                for key, name in (("exp_avg", "m"), ("exp_avg_sq", "v")):
-                    array = np.asarray(state[f"adam.{name}{i}"], dtype=np.float64)
-                    moments[key] = torch.from_numpy(np.ascontiguousarray(
-                        array.T if array.ndim == 2 else array))
-                self.torch_optimizer.state[param] = moments
+        moments: dict[str, list[torch.Tensor]] = {"m": [], "v": []}
+        for name, loaded in moments.items():
+            for i in range(len(self._torch_params)):
+                array = np.asarray(state[f"adam.{name}{i}"], dtype=np.float64)
+                loaded.append(torch.from_numpy(np.ascontiguousarray(
+                    array.T if array.ndim == 2 else array)))
+        self.torch_optimizer.load(int(state["adam.t"]), moments["m"], moments["v"])
