@@ -33,3 +33,9 @@ class ShutdownClock:
 
     def expired(self) -> bool:
         return self.remaining() <= 0.0
+
+    def deadline(self) -> str:
+        """Which deadline this is, for a message that says it passed."""
+        if self._hurried():
+            return "the hurried deadline of a cancelled or failed run"
+        return f"the shutdown timeout ({self.timeout:g} s)"

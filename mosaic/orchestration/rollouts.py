@@ -245,4 +245,4 @@ class RolloutSet:
 def _alive(ctx: RunContext, uid: str, clock: ShutdownClock) -> None:
     ctx.supervisor.check(only=(uid,))
     if clock.expired():
-        raise MosaicError(f"rollout worker {uid!r} did not stop before the hurried deadline")
+        raise MosaicError(f"rollout worker {uid!r} did not stop before {clock.deadline()}")

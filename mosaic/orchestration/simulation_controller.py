@@ -546,8 +546,7 @@ class SimulationController(Component):
             # muscle's answer is here; only a brain that failed ends the wait.
             supervisor.check(only=needs, in_order_ends=True)
             if clock.expired():
-                raise RequestTimeout(f"{client.peer} did not answer before the hurried deadline "
-                                     "of a cancelled or failed run")
+                raise RequestTimeout(f"{client.peer} did not answer before {clock.deadline()}")
 
         try:
             return client.request(request, answer_type, clock.timeout, check)
