@@ -139,6 +139,8 @@ class RequestClient:
             if answer_id != correlation_id:
                 log.debug("stale reply %s from %s dropped", answer_id, self.peer)
                 continue
+            if type(message) is expect:  # every answer of the step loop: no call for it
+                return message
             return self._answer(message, expect)
 
     def _answer(self, message: Message, expect: type[R]) -> R:
