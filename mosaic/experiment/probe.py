@@ -20,6 +20,7 @@ from typing import Any
 
 import gymnasium
 
+from mosaic.agents.context import Slot
 from mosaic.core.config_problems import Loc, Problem
 from mosaic.core.errors import CodecError
 from mosaic.core.imports import ImportPathError, resolve_class
@@ -164,25 +165,50 @@ def _learner_problems(environment: EnvironmentConfig,
     ``space_problem``), at that agent's ``brain`` or ``muscle``: the brain's reason if it has
     one, else the muscle's, once per env agent."""
     problems = []
+    refused: set[Loc] = set()
+    shared: dict[Loc, tuple[AgentConfig, dict[str, Slot]]] = {}
     for slot, (observation, action) in slots.items():
         mapped = _mapped(slot, environment, agents)
         if mapped is None:
             continue
         agent_loc, agent = mapped
+        shared.setdefault(agent_loc, (agent, {}))[1][slot] = Slot(slot, observation, action)
         who = f"env agent '{slot}' of {environment.env}"
-        for part, spec in (("brain", agent.brain), ("muscle", agent.muscle)):
-            if spec is None:
-                continue  # a self-play agent plays another agent's muscle, checked there
-            try:
-                learner = resolve_class(spec.class_path, spec.base)
-            except ImportPathError:
-                continue  # reported when the file was loaded
+        for part, learner in _learners(agent):
             check = getattr(learner, "space_problem", None)
             reason = check(who, observation, action) if callable(check) else None
             if reason is not None:
                 problems.append(Problem((*agent_loc, part), str(reason), _LEARNER_HINT))
+                refused.add(agent_loc)
                 break
+    # Then all the env agents of one agent at once, for a learner that keeps one network for
+    # them: they must agree (the first of brain and muscle that asks answers).
+    for agent_loc, (agent, mine) in shared.items():
+        if agent_loc in refused:
+            continue
+        for part, learner in _learners(agent):
+            check = getattr(learner, "slots_problem", None)
+            if not callable(check):
+                continue
+            reason = check(mine)
+            if reason is not None:
+                problems.append(Problem((*agent_loc, part), f"in {environment.env}: {reason}",
+                                        _LEARNER_HINT))
+            break
     return problems
+
+
+def _learners(agent: AgentConfig) -> Iterator[tuple[str, type[Any]]]:
+    """The agent's brain and muscle classes, with their keys: those that resolve (one that does
+    not was reported when the file was loaded; a self-play agent has no muscle of its own, it
+    plays another agent's, checked there)."""
+    for part, spec in (("brain", agent.brain), ("muscle", agent.muscle)):
+        if spec is None:
+            continue
+        try:
+            yield part, resolve_class(spec.class_path, spec.base)
+        except ImportPathError:
+            continue
 
 
 def _codec_problem(space: gymnasium.Space[Any]) -> str | None:

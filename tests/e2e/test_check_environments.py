@@ -130,3 +130,34 @@ agents:
     result = run_mosaic("experiment-check", str(write_experiment(tmp_path, text)))
     assert result.returncode == 0, result.stderr
     assert ": ok: experiment 'good'" in result.stdout
+
+
+LEARNERS = """\
+uid: learners
+environments:
+  - uid: lake
+    env: gymnasium:FrozenLake-v1
+    policy_mapping: {agent_0: ppo}
+  - uid: pole
+    env: gymnasium:CartPole-v1
+    policy_mapping: {agent_0: dqn}
+agents:
+  - uid: ppo
+    brain: mosaic.agents.learners:PPOBrain
+    muscle: mosaic.agents.learners:PPOMuscle
+  - uid: dqn
+    brain: mosaic.agents.learners:DQNBrain
+    muscle: mosaic.agents.learners:DQNMuscle
+"""
+
+
+def test_check_names_a_learner_that_cannot_act_in_its_spaces(tmp_path):
+    # PPO on FrozenLake's Discrete observations fails only at set-up without the check; DQN on
+    # CartPole is fine. (Slots of one agent that disagree: tests/e2e/test_parameter_sharing.)
+    path = write_experiment(tmp_path, LEARNERS)
+    result = run_mosaic("experiment-check", str(path))
+    assert result.returncode == EXIT_BAD_INPUT, result.stdout
+    assert "Traceback" not in result.stderr
+    [line] = [line for line in result.stderr.splitlines() if "agents[" in line]
+    assert ":11: agents[0].brain: in gymnasium:FrozenLake-v1: PPOBrain needs a Box observation " \
+           "and a Discrete or Box action space; slot 'agent_0' has Discrete(16)" in line

@@ -180,10 +180,15 @@ def test_what_cannot_be_shared_is_refused_with_the_reason(tmp_path: Path,
                     "{q0: table, q1: table}")
     assert "experiment.yml:13: agents[0].params.agent_id: expected none, got 'one_hot': " \
            "tabular Q has no network" in error
-    # One policy for slots of different spaces: refused at set-up, naming them.
-    error = refused(tmp_path, "experiment-start", first="{p0: discrete, b1: box}")
-    assert "PPOBrain shares one policy across its slots (p0, b1: the env agents " \
-           "policy_mapping maps to this agent)" in error
+    # One policy for slots of different spaces: refused when the file is checked, at the
+    # agent's brain, naming them; and at set-up, should the check be skipped.
+    errors = {command: refused(tmp_path, command, first="{p0: discrete, b1: box}")
+              for command in ("experiment-check", "experiment-start")}
+    for error in errors.values():
+        assert "PPOBrain shares one policy across its slots (p0, b1: the env agents " \
+               "policy_mapping maps to this agent)" in error
+    assert "experiment.yml:11: agents[0].brain: in tests.fixtures.tagged_agents:TaggedParallel" \
+           in errors["experiment-check"], errors["experiment-check"]
     # Agent ids for an agent that has other slots in another environment.
     error = refused(tmp_path, "experiment-start", params="{agent_id: one_hot}", second=SECOND)
     assert "agent_id: one_hot appends one input per slot of the agent: this muscle serves 1 " \

@@ -14,7 +14,7 @@ from mosaic.agents.learners.mlp import MLP
 from mosaic.agents.policies import MLPPolicy, load_policy
 from mosaic.core.errors import MosaicError
 
-__all__ = ["AGENT_ID_KINDS", "AgentIds", "legal_mask", "legal_masks", "load_mlp",
+__all__ = ["AGENT_ID_KINDS", "AgentIds", "SlotSpaces", "legal_mask", "legal_masks", "load_mlp",
            "observation_space", "pack_records", "policy_shape", "rollout_state", "saved_rollout",
            "shared_shape", "unpack_records", "unwrap"]
 
@@ -72,6 +72,23 @@ def legal_masks(legal_actions: Any, n_actions: int, copies: int) -> np.ndarray |
     if empty.shape[0]:
         raise MosaicError(f"the action mask of copy {int(empty[0])} allows no action")
     return masks
+
+
+class SlotSpaces:
+    """A learner that acts in all its slots with one network (or table), whose spaces it reads
+    with ``slots_spaces(slots, owner)``: that raises MosaicError for spaces it cannot take and
+    for slots that disagree. :meth:`slots_problem` asks it before a run (experiment-check)."""
+
+    slots_spaces: Callable[[Mapping[str, Slot], str], object]
+
+    @classmethod
+    def slots_problem(cls, slots: Mapping[str, Slot]) -> str | None:
+        """Why this learner cannot act in all of ``slots`` at once, or ``None``."""
+        try:
+            cls.slots_spaces(slots, cls.__name__)
+        except MosaicError as error:
+            return str(error)
+        return None
 
 
 def shared_shape(slots: Mapping[str, Slot], owner: str,

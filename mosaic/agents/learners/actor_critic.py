@@ -20,6 +20,7 @@ from mosaic.agents.batch import Batch
 from mosaic.agents.context import MuscleContext, Slot
 from mosaic.agents.learners._common import (
     AgentIds,
+    SlotSpaces,
     mlp_from_update,
     observation_space,
     unwrap,
@@ -115,7 +116,7 @@ def params_model_of(owner: type[Any]) -> type[ActorCriticParams]:
     return model
 
 
-class ActorCriticMuscle(Muscle):
+class ActorCriticMuscle(SlotSpaces, Muscle):
     """Acts with its copy of the actor and sends transitions to the brain; a subclass says how
     the actor's outputs give actions (:meth:`_explore`, :meth:`_greedy`).
 
@@ -133,6 +134,8 @@ class ActorCriticMuscle(Muscle):
     transition; with ``agent_id: one_hot`` every observation the networks see ends with the
     slot's one-hot (:class:`~mosaic.agents.learners._common.AgentIds`).
     """
+
+    slots_spaces = staticmethod(box_spaces)
 
     #: The model's name in :mod:`.actor_critic_params`.
     params_name: ClassVar[str]

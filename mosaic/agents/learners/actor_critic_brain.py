@@ -13,7 +13,7 @@ import numpy as np
 
 from mosaic.agents.brain import Brain
 from mosaic.agents.context import BrainContext
-from mosaic.agents.learners._common import AgentIds, RestorableState
+from mosaic.agents.learners._common import AgentIds, RestorableState, SlotSpaces
 from mosaic.agents.learners._params import check_params
 from mosaic.agents.learners.actor_critic import box_spaces, params_model_of, space_problem
 from mosaic.agents.learners.mlp import MLP, Adam
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["ActorCriticBrain"]
 
 
-class ActorCriticBrain(ReplayLearner, RestorableState, Brain):
+class ActorCriticBrain(SlotSpaces, ReplayLearner, RestorableState, Brain):
     """Replay, twin critics ``Q1``, ``Q2`` (``MLP([observation + action, *hidden_sizes, 1])``)
     with Polyak targets (rate ``tau``), and the schedule; a subclass adds the actor and its
     update (:meth:`_train`).
@@ -41,6 +41,8 @@ class ActorCriticBrain(ReplayLearner, RestorableState, Brain):
     goes on as the saved one would have. Muscles get the actor as it was when the version last
     went up.
     """
+
+    slots_spaces = staticmethod(box_spaces)
 
     #: The model's name in :mod:`.actor_critic_params`.
     params_name: ClassVar[str]

@@ -22,6 +22,7 @@ from mosaic.agents.context import BrainContext, MuscleContext, Slot
 from mosaic.agents.learners._common import (
     AgentIds,
     RestorableState,
+    SlotSpaces,
     legal_mask,
     legal_masks,
     load_mlp,
@@ -68,7 +69,7 @@ def _params(params: Mapping[str, Any], owner: str) -> DQNParams:
     return check_params(params, owner)
 
 
-class DQNMuscle(Muscle):
+class DQNMuscle(SlotSpaces, Muscle):
     """Acts epsilon-greedily on the online Q network and sends transitions to the brain.
 
     Spaces: every slot has a ``Box`` observation (flattened) and a ``Discrete`` action space
@@ -100,6 +101,8 @@ class DQNMuscle(Muscle):
 
     Metrics: ``epsilon``, per training episode as it starts (per copy's episode with copies).
     """
+
+    slots_spaces = staticmethod(_spaces)
 
     @classmethod
     def params_model(cls) -> type[BaseModel]:
@@ -295,7 +298,7 @@ class DQNMuscle(Muscle):
         self.steps = int(state["steps"])
 
 
-class DQNBrain(ReplayLearner, RestorableState, Brain):
+class DQNBrain(SlotSpaces, ReplayLearner, RestorableState, Brain):
     """Learns a Q network from replayed transitions, against a target network.
 
     Spaces: as :class:`DQNMuscle`. Several muscles may share the brain: one buffer, one network.
@@ -319,6 +322,8 @@ class DQNBrain(ReplayLearner, RestorableState, Brain):
     Metrics, every ``sync_every`` updates, as means over them: ``loss``, ``q_mean`` (the online
     Q of the sampled actions) and ``grad_norm`` (before clipping).
     """
+
+    slots_spaces = staticmethod(_spaces)
 
     @classmethod
     def params_model(cls) -> type[BaseModel]:

@@ -19,6 +19,7 @@ import numpy as np
 from mosaic.agents.context import MuscleContext
 from mosaic.agents.learners._common import (
     AgentIds,
+    SlotSpaces,
     legal_mask,
     rollout_state,
     saved_rollout,
@@ -65,7 +66,7 @@ class _Segment:
                 "last_critic_input": last_critic_input, "terminated": bool(terminated)}
 
 
-class MAPPOMuscle(Muscle):
+class MAPPOMuscle(SlotSpaces, Muscle):
     """Acts with the shared policy for each of its slots; sends a rollout every
     ``rollout_steps`` slot steps.
 
@@ -94,6 +95,8 @@ class MAPPOMuscle(Muscle):
     bootstrap from; ``None`` when the episode terminated). Updates: the policy's weights
     (``W0``, ``b0``, ..., ``log_std`` for Box actions, ``version``).
     """
+
+    slots_spaces = staticmethod(ppo_spaces)
 
     @classmethod
     def params_model(cls) -> type[BaseModel]:

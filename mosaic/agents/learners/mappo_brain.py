@@ -10,7 +10,7 @@ import numpy as np
 
 from mosaic.agents.brain import Brain
 from mosaic.agents.context import BrainContext
-from mosaic.agents.learners._common import AgentIds, RestorableState
+from mosaic.agents.learners._common import AgentIds, RestorableState, SlotSpaces
 from mosaic.agents.learners.mappo_params import MAPPOParams, check_mappo_params
 from mosaic.agents.learners.mlp import MLP, Adam
 from mosaic.agents.learners.ppo import ppo_spaces
@@ -75,7 +75,7 @@ class ValueScale:
         self.mean, self.var, self.count = (float(x) for x in scale)
 
 
-class MAPPOBrain(RestorableState, Brain):
+class MAPPOBrain(SlotSpaces, RestorableState, Brain):
     """PPO's update with a value network on what the muscles' critic inputs hold: the global
     state (MAPPO, ``critic: centralised``) or each slot's observation (IPPO, ``critic:
     local``).
@@ -105,6 +105,8 @@ class MAPPOBrain(RestorableState, Brain):
     Metrics, per update (means over its minibatches): ``policy_loss``, ``value_loss``,
     ``entropy``, ``approx_kl``, ``clip_fraction`` and ``grad_norm`` (before clipping).
     """
+
+    slots_spaces = staticmethod(ppo_spaces)
 
     @classmethod
     def params_model(cls) -> type[BaseModel]:

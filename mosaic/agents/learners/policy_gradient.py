@@ -24,6 +24,7 @@ from mosaic.agents.context import BrainContext, MuscleContext
 from mosaic.agents.learners._common import (
     AgentIds,
     RestorableState,
+    SlotSpaces,
     mlp_from_update,
     pack_records,
     unpack_records,
@@ -80,7 +81,7 @@ def _params_model() -> type[BaseModel]:
     return model
 
 
-class PolicyGradientMuscle(Muscle):
+class PolicyGradientMuscle(SlotSpaces, Muscle):
     """Samples actions from a softmax policy and sends whole episodes to the brain.
 
     Spaces: every slot has a ``Box`` observation (flattened to a float vector) and a
@@ -122,6 +123,8 @@ class PolicyGradientMuscle(Muscle):
     copies at once. Sampling draws one uniform per copy and step from ``context.rng``, in copy
     order, the same draw :meth:`act` makes for one observation.
     """
+
+    slots_spaces = staticmethod(_policy_shape)
 
     @classmethod
     def params_model(cls) -> type[BaseModel]:
@@ -289,7 +292,7 @@ class PolicyGradientMuscle(Muscle):
         self.version = int(update.get("version", self.version))
 
 
-class PolicyGradientBrain(RestorableState, Brain):
+class PolicyGradientBrain(SlotSpaces, RestorableState, Brain):
     """REINFORCE with a learned value baseline, on a tanh MLP policy and value network.
 
     Spaces: as :class:`PolicyGradientMuscle`. Several muscles may share the brain: their
@@ -332,6 +335,8 @@ class PolicyGradientBrain(RestorableState, Brain):
     ``entropy`` (of the policy on the batch) and ``grad_norm`` (the policy gradient's global
     norm, before clipping).
     """
+
+    slots_spaces = staticmethod(_policy_shape)
 
     @classmethod
     def params_model(cls) -> type[BaseModel]:

@@ -24,6 +24,7 @@ from mosaic.agents.batch import Batch
 from mosaic.agents.context import MuscleContext, Slot
 from mosaic.agents.learners._common import (
     AgentIds,
+    SlotSpaces,
     legal_mask,
     legal_masks,
     load_mlp,
@@ -131,7 +132,7 @@ _SEGMENT_FIELDS = ("observations", "actions", "log_probs", "rewards", "masks", "
                    "terminated")
 
 
-class PPOMuscle(Muscle):
+class PPOMuscle(SlotSpaces, Muscle):
     """Acts with PPO's policy and sends a rollout to the brain every ``rollout_steps`` steps.
 
     Spaces: every slot has a ``Box`` observation (flattened to a float vector) and the same
@@ -168,6 +169,8 @@ class PPOMuscle(Muscle):
     Updates: the brain's weights (``W0``, ``b0``, ..., ``log_std`` for Box, ``version``).
     Until the first update the policy is the brain's initial one (a zero last layer).
     """
+
+    slots_spaces = staticmethod(ppo_spaces)
 
     @classmethod
     def params_model(cls) -> type[BaseModel]:

@@ -12,7 +12,7 @@ import numpy as np
 
 from mosaic.agents.brain import Brain
 from mosaic.agents.context import BrainContext
-from mosaic.agents.learners._common import AgentIds, RestorableState, load_mlp
+from mosaic.agents.learners._common import AgentIds, RestorableState, SlotSpaces, load_mlp
 from mosaic.agents.learners.mlp import MLP, Adam
 from mosaic.agents.learners.ppo import ppo_spaces
 from mosaic.agents.learners.ppo_params import PPOParams, check_ppo_params
@@ -47,7 +47,7 @@ def _shuffled(rollout: _Rollout, order: np.ndarray) -> _Rollout:
                     else rollout.masks[order], rollout.advantages[order], rollout.returns[order])
 
 
-class PPOBrain(RestorableState, Brain):
+class PPOBrain(SlotSpaces, RestorableState, Brain):
     """PPO with a clipped surrogate objective, on tanh MLP policy and value networks.
 
     Spaces: as :class:`~mosaic.agents.learners.PPOMuscle`. Several muscles may share the brain;
@@ -72,6 +72,8 @@ class PPOBrain(RestorableState, Brain):
     Metrics, per update (means over its minibatches): ``policy_loss``, ``value_loss``,
     ``entropy``, ``approx_kl``, ``clip_fraction`` and ``grad_norm`` (before clipping).
     """
+
+    slots_spaces = staticmethod(ppo_spaces)
 
     @classmethod
     def params_model(cls) -> type[BaseModel]:

@@ -17,9 +17,9 @@ import numpy as np
 from mosaic.agents.batch import Batch
 from mosaic.agents.brain import Brain
 from mosaic.agents.context import BrainContext, MuscleContext, Slot
+from mosaic.agents.learners._common import SlotSpaces, shared_shape
 from mosaic.agents.learners._common import legal_mask as _legal_mask
 from mosaic.agents.learners._common import legal_masks as _legal_masks
-from mosaic.agents.learners._common import shared_shape
 from mosaic.agents.learners._common import unwrap as _unwrap
 from mosaic.agents.learners.pending_copies import PendingCopies
 from mosaic.agents.muscle import Muscle
@@ -107,7 +107,7 @@ def _load_table(path: str, shape: tuple[int, int], owner: str) -> np.ndarray:
     return policy.q.copy()
 
 
-class TabularQMuscle(Muscle):
+class TabularQMuscle(SlotSpaces, Muscle):
     """Acts epsilon-greedily on a local copy of the Q table and sends transitions.
 
     Spaces: every slot has a ``Discrete`` observation (a state index) and a ``Discrete`` action
@@ -147,6 +147,8 @@ class TabularQMuscle(Muscle):
     State (:meth:`state`): ``episodes``, the count the epsilon schedule is at; with the
     generator saved beside it, a continued run explores exactly as the saved one would have.
     """
+
+    slots_spaces = staticmethod(_table_shape)
 
     @classmethod
     def params_model(cls) -> type[BaseModel]:
@@ -310,7 +312,7 @@ class TabularQMuscle(Muscle):
         self.epsilon = self._epsilon()
 
 
-class TabularQBrain(Brain):
+class TabularQBrain(SlotSpaces, Brain):
     """Learns a Q table with one-step Q-learning from the transitions its muscles send.
 
     Spaces: as :class:`TabularQMuscle`. Several muscles may share the brain: they update one
@@ -341,6 +343,8 @@ class TabularQBrain(Brain):
     TD error of that muscle's transitions since its last report, and ``updates``, the Q updates
     the brain has made in all.
     """
+
+    slots_spaces = staticmethod(_table_shape)
 
     @classmethod
     def params_model(cls) -> type[BaseModel]:
