@@ -5,8 +5,9 @@ Prints steps per second of:
   * the random worker driven over the JSON-lines protocol (OperatorProcessHandle.step);
 and their ratio (medians of interleaved repeats, since a shared machine is noisy), plus the ping
 round trip, the time from launch to the first reply, the size of one 600x400 RGB frame as a
-PNG render payload versus as nested JSON lists, and what reading a reply costs with the handle's
-matching in either dialect (``ReplyRouter``) against validating the line alone.
+PNG render payload versus as nested JSON lists (and the time each takes to make), and what
+reading a reply costs with the handle's matching in either dialect (``ReplyRouter``) against
+validating the line alone.
 
     python benchmarks/operator_protocol.py [--steps 10000] [--repeats 3]
 """
@@ -63,14 +64,23 @@ def over_protocol(steps: int, repeats: int = 1) -> tuple[list[float], float, lis
     return rates, first_reply, pings
 
 
-def frame_sizes() -> tuple[int, int]:
+def frame_costs() -> tuple[int, int, float, float]:
+    """One CartPole-like 600x400 frame: its bytes as nested JSON lists and as a PNG payload
+    line, and the seconds each takes to make (best of 5)."""
     frame = np.full((400, 600, 3), 255, np.uint8)
     frame[300:310, :] = 0
     frame[250:300, 270:330] = (200, 0, 0)
     frame[100:250, 295:305] = (202, 152, 101)
-    as_lists = len(json.dumps({"mode": "rgb", "rgb": frame.tolist()}).encode())
-    as_png = len(encode_line(rgb_payload(frame)))
-    return as_lists, as_png
+
+    def lists() -> bytes:
+        return json.dumps({"mode": "rgb", "rgb": frame.tolist()}).encode()
+
+    def png() -> bytes:
+        return encode_line(rgb_payload(frame))
+
+    lists_s = min(timeit.repeat(lists, number=5, repeat=5)) / 5
+    png_s = min(timeit.repeat(png, number=20, repeat=5)) / 20
+    return len(lists()), len(png()), lists_s, png_s
 
 
 def reply_reading() -> tuple[float, float]:
@@ -104,7 +114,7 @@ def main() -> int:
         rates, first_reply, pings = over_protocol(args.steps, 1)
         remotes.extend(rates)
     baseline, remote = statistics.median(baselines), statistics.median(remotes)
-    lists, png = frame_sizes()
+    lists, png, lists_s, png_s = frame_costs()
     print(f"in-process CartPole loop     {baseline:12,.0f} steps/s  "
           f"(runs: {', '.join(f'{b:,.0f}' for b in baselines)})")
     print(f"random worker over protocol  {remote:12,.0f} steps/s  "
@@ -114,7 +124,8 @@ def main() -> int:
           f"p99 {np.percentile(pings, 99) * 1e6:.0f} us")
     print(f"launch to first reply        {first_reply:.2f} s")
     print(f"600x400 RGB frame            {lists:,} bytes as JSON lists, {png:,} bytes as PNG "
-          f"payload ({lists / png:.0f}x smaller)")
+          f"payload ({lists / png:.0f}x smaller); {png_s * 1e3:.2f} ms to encode as PNG "
+          f"(Pillow), {lists_s * 1e3:.1f} ms as lists ({lists_s / png_s:.0f}x)")
     alone, matched = reply_reading()
     print(f"reading one step reply       {matched * 1e6:.1f} us matched and validated, "
           f"{alone * 1e6:.1f} us validated alone ({matched / alone:.2f}x); the matching is "

@@ -5,7 +5,7 @@ The observation is an image (an H x W x 3 or H x W x 4 array of 0-255 values, or
 or a dict holding one under ``image``, ``pixels`` or ``rgb`` (its ``mission`` text, if any, is
 put in the prompt). Each request's user message is OpenAI's vision form: a text part (the
 mission and the legal actions, with ``--action-names``) and an ``image_url`` part holding the
-image as a ``data:image/png;base64,...`` URL (mosaic's PNG encoder: no imaging library needed).
+image as a ``data:image/png;base64,...`` URL (encoded by Pillow: the ``images`` extra).
 The reply's first action name or legal action number is the action. The endpoint options,
 retries, fallback and the ``llm`` account of each reply are the LLM worker's
 (``workers/llm_worker.py``).

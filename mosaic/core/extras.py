@@ -11,7 +11,8 @@ from types import ModuleType
 
 from mosaic.core.errors import MissingExtra
 
-__all__ = ["GAMES", "MLFLOW", "RESULTS", "TENSORBOARD", "VIDEO", "extra_for", "require"]
+__all__ = ["GAMES", "IMAGES", "MLFLOW", "RESULTS", "TENSORBOARD", "VIDEO", "extra_for",
+           "require"]
 
 #: The extra with the packages that turn a store into tables, files and plots.
 RESULTS = "results"
@@ -23,12 +24,16 @@ MLFLOW = "mlflow"
 #: The extra that records episodes as videos and exports replays as GIF and MP4: MoviePy (which
 #: Gymnasium's RecordVideo imports), imageio and imageio-ffmpeg (ffmpeg in the wheel).
 VIDEO = "video"
+#: The extra that encodes images as PNG (Pillow): an operator worker's rgb_array render frames,
+#: the VLM worker's image observations and the dashboard's replay frames.
+IMAGES = "images"
 
 #: Top-level modules that third-party code imports and a mosaic extra installs.
 _EXTRA_OF = {"pygame": GAMES, "pandas": RESULTS, "pyarrow": RESULTS, "matplotlib": RESULTS,
              "psycopg": "postgres", "ray": "ray", "torch": "torch",
              "tensorboardX": TENSORBOARD, "mlflow": MLFLOW, "moviepy": VIDEO, "imageio": VIDEO,
-             "imageio_ffmpeg": VIDEO, "chess": "chess", "minigrid": "minigrid"}
+             "imageio_ffmpeg": VIDEO, "chess": "chess", "minigrid": "minigrid",
+             "PIL": IMAGES}
 
 
 def extra_for(module: str) -> str | None:

@@ -35,15 +35,15 @@ field checks, so that the author of a worker in another language reads one modul
 from __future__ import annotations
 
 import base64
+import io
 import json
-import struct
-import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from mosaic.core.errors import CodecError
+from mosaic.core.errors import CodecError, MissingExtra
+from mosaic.core.extras import IMAGES
 
 __all__ = [
     "CMD_INIT_AGENT",
@@ -73,6 +73,7 @@ __all__ = [
     "legal_from_mask",
     "parse_command",
     "parse_response",
+    "require_png",
     "rgb_payload",
     "to_jsonable",
     "validate_response",
@@ -372,40 +373,39 @@ def legal_from_mask(mask: Any) -> list[int]:
 # --- render payloads ------------------------------------------------------------------------------
 
 
-def _png_chunk(tag: bytes, data: bytes) -> bytes:
-    return (
-        struct.pack(">I", len(data))
-        + tag
-        + data
-        + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
-    )
-
-
 def encode_png(frame: np.ndarray, *, level: int = 1) -> bytes:
     """A PNG file holding ``frame``: (H, W) grey, (H, W, 3) RGB or (H, W, 4) RGBA, 8-bit.
 
-    Non-uint8 frames are clipped to 0..255. Rows use filter 0 and zlib ``level`` (1 = fast).
-    Raises ``ValueError`` for another shape.
+    Non-uint8 frames are clipped to 0..255; zlib ``level`` 1 is fast, 9 small. Encoded by
+    Pillow, the ``images`` extra: raises :class:`~mosaic.core.errors.MissingExtra` naming it
+    when Pillow is not installed, and ``ValueError`` for another shape.
     """
     array = np.asarray(frame)
+    if not (array.ndim == 2 or (array.ndim == 3 and array.shape[2] in (3, 4))):
+        raise ValueError(f"cannot encode a frame of shape {array.shape} as PNG")
     if array.dtype != np.uint8:
         array = np.clip(array, 0, 255).astype(np.uint8)
-    if array.ndim == 2:
-        color_type, channels = 0, 1
-    elif array.ndim == 3 and array.shape[2] in (3, 4):
-        color_type, channels = (2, 3) if array.shape[2] == 3 else (6, 4)
-    else:
-        raise ValueError(f"cannot encode a frame of shape {array.shape} as PNG")
-    height, width = int(array.shape[0]), int(array.shape[1])
-    rows = np.ascontiguousarray(array).reshape(height, width * channels)
-    raw = np.concatenate([np.zeros((height, 1), dtype=np.uint8), rows], axis=1).tobytes()
-    header = struct.pack(">IIBBBBB", width, height, 8, color_type, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + _png_chunk(b"IHDR", header)
-        + _png_chunk(b"IDAT", zlib.compress(raw, level))
-        + _png_chunk(b"IEND", b"")
-    )
+    image = _pillow_image().fromarray(np.ascontiguousarray(array))
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG", compress_level=level)
+    return buffer.getvalue()
+
+
+def require_png() -> None:
+    """Raise :class:`~mosaic.core.errors.MissingExtra` naming the ``images`` extra unless
+    :func:`encode_png` can encode (Pillow is installed): for a worker to fail at start rather
+    than at its first frame."""
+    _pillow_image()
+
+
+def _pillow_image() -> Any:
+    """Pillow's ``Image`` module, imported on the first frame: a worker that sends no image
+    frames does not need the extra."""
+    try:
+        from PIL import Image
+    except ImportError as exc:
+        raise MissingExtra("Pillow", IMAGES, "a render frame as PNG") from exc
+    return Image
 
 
 def rgb_payload(frame: np.ndarray) -> dict[str, Any]:

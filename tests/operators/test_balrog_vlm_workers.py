@@ -8,6 +8,7 @@ import base64
 import io
 import json
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -114,3 +115,17 @@ def test_the_vlm_worker_sends_the_image_and_reads_a_named_action(
 
         with pytest.raises(Exception, match="has no image under image, pixels, rgb"):
             handle.select_action({"position": [1, 2]}, legal_actions=[0, 1], timeout=30)
+
+
+def test_a_vlm_worker_without_pillow_is_refused_where_the_file_is_checked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from mosaic.core.errors import ConfigError
+    from mosaic.operators.evaluation.schema import parse_evaluation
+
+    monkeypatch.setitem(sys.modules, "PIL", None)  # what an install without Pillow imports
+    with pytest.raises(ConfigError) as caught:
+        parse_evaluation({"uid": "x", "seeds": [1], "operators": [
+            {"id": "a", "type": "llm", "env": "CartPole-v1",
+             "settings": {"base_url": "http://127.0.0.1:9/v1", "model": "m", "worker": "vlm"}}]})
+    assert ("operators[0].settings.worker: the vlm LLM worker needs PIL, which is not "
+            "installed: pip install 'mosaic[images]'") in str(caught.value)

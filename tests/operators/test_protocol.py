@@ -5,8 +5,7 @@ from __future__ import annotations
 import base64
 import io
 import json
-import struct
-import zlib
+import sys
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -169,27 +168,14 @@ def test_invalid_replies_raise_protocol_errors(reply: dict[str, Any], fragment: 
 
 
 def decode_png(data: bytes) -> np.ndarray:
-    """A minimal PNG reader for filter-0, 8-bit images, checking every CRC."""
+    """``data`` read by Pillow, which checks the signature and every chunk's CRC."""
+    from PIL import Image
+
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    offset, idat, header = 8, b"", b""
-    while offset < len(data):
-        (length,) = struct.unpack(">I", data[offset:offset + 4])
-        tag = data[offset + 4:offset + 8]
-        body = data[offset + 8:offset + 8 + length]
-        (crc,) = struct.unpack(">I", data[offset + 8 + length:offset + 12 + length])
-        assert crc == zlib.crc32(tag + body) & 0xFFFFFFFF
-        if tag == b"IHDR":
-            header = body
-        elif tag == b"IDAT":
-            idat += body
-        offset += 12 + length
-    width, height, depth, color, *_ = struct.unpack(">IIBBBBB", header)
-    channels = {0: 1, 2: 3, 6: 4}[color]
-    assert depth == 8
-    rows = np.frombuffer(zlib.decompress(idat), np.uint8).reshape(height, 1 + width * channels)
-    assert not rows[:, 0].any()  # filter type 0 on every row
-    pixels = rows[:, 1:].reshape(height, width, channels)
-    return pixels[:, :, 0] if channels == 1 else pixels
+    with Image.open(io.BytesIO(data), formats=["PNG"]) as image:
+        image.load()
+        assert image.mode in ("L", "RGB", "RGBA")  # 8 bits a channel
+        return np.asarray(image)
 
 
 @pytest.mark.parametrize("shape", [(5, 7, 3), (3, 2, 4), (4, 6)])
@@ -211,6 +197,35 @@ def test_rgb_payload_is_a_base64_png_not_a_nested_list() -> None:
 def test_png_refuses_other_shapes() -> None:
     with pytest.raises(ValueError):
         p.encode_png(np.zeros((2, 2, 2), np.uint8))
+
+
+def test_a_cartpole_frame_round_trips_through_pillow_at_every_level() -> None:
+    env = gym.make("CartPole-v1", render_mode="rgb_array")
+    try:
+        env.reset(seed=0)
+        frame = env.render()
+    finally:
+        env.close()
+    fast, small = p.encode_png(frame, level=1), p.encode_png(frame, level=9)
+    assert np.array_equal(decode_png(fast), frame) and np.array_equal(decode_png(small), frame)
+    assert len(small) < len(fast)
+
+
+def test_frames_that_are_not_uint8_are_clipped() -> None:
+    frame = np.array([[-5.0, 0.4], [254.6, 300.0]])
+    assert decode_png(p.encode_png(frame)).tolist() == [[0, 0], [254, 255]]
+
+
+def test_without_pillow_a_frame_names_the_images_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mosaic.core.errors import MissingExtra
+    from mosaic.operators.worker.runtime import make_env
+
+    monkeypatch.setitem(sys.modules, "PIL", None)  # what an install without Pillow imports
+    with pytest.raises(MissingExtra, match=r"PNG needs Pillow.*pip install 'mosaic\[images\]'"):
+        p.rgb_payload(np.zeros((4, 4, 3), np.uint8))
+    with pytest.raises(MissingExtra, match=r"mosaic\[images\]"):  # at start, not at a frame
+        make_env("FrozenLake-v1", render_every=1)  # auto: it renders images
+    make_env("FrozenLake-v1", render_every=1, render_mode="ansi").close()  # text: no Pillow
 
 
 # --- the runtime, in-process ----------------------------------------------------------------------

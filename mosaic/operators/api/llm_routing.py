@@ -47,6 +47,7 @@ LLM_WORKERS: Mapping[str, str] = {
 WORKER_EXTRAS: Mapping[str, tuple[str, str]] = {
     "chess": ("chess", "chess"),
     "balrog": ("minigrid", "minigrid"),
+    "vlm": ("PIL", "images"),
 }
 
 _CHESS = re.compile(r"(^|[.:])chess(_v\d+)?$", re.IGNORECASE)

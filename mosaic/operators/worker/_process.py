@@ -13,7 +13,7 @@ import sys
 from typing import Any, BinaryIO, NoReturn
 
 from mosaic.operators.dialect import DIALECTS, MOSAIC, NATIVE
-from mosaic.operators.protocol import PARENT_PID_ENV
+from mosaic.operators.protocol import PARENT_PID_ENV, require_png
 from mosaic.runtime.processes.parent import die_with_parent, on_first_sigterm
 
 log = logging.getLogger("mosaic.worker")
@@ -41,7 +41,9 @@ def make_env(
 
     With ``render_every`` > 0 the environment gets a render mode: ``render_mode`` if it is
     ``rgb_array`` or ``ansi``; with ``auto``, ``rgb_array`` when the environment lists it, else
-    ``ansi``. Raises whatever ``gymnasium.make`` raises for an unknown id or bad kwargs.
+    ``ansi``. Raises whatever ``gymnasium.make`` raises for an unknown id or bad kwargs, and
+    :class:`~mosaic.core.errors.MissingExtra` naming the ``images`` extra when the frames are
+    images and Pillow, which encodes them as PNG, is not installed.
     """
     import gymnasium as gym
 
@@ -50,6 +52,8 @@ def make_env(
         mode = render_mode
         if mode == "auto":
             mode = "rgb_array" if "rgb_array" in declared_render_modes(env_id) else "ansi"
+        if mode == "rgb_array":
+            require_png()
         kwargs["render_mode"] = mode
     return gym.make(env_id, **kwargs)
 
