@@ -5,6 +5,13 @@ command line. So that ``ps`` (and whoever looks for a component by its command l
 the process is, the same command line as a spawned one's, the fork writes that command line over
 the memory the kernel reads it from: the original ``argv`` strings, one after the other. That
 room is fixed at the start of the zygote, which asks for enough of it (:data:`ROOM_BYTES`).
+
+Why not the ``setproctitle`` package: it sets a *title*, one string, which ``/proc/PID/cmdline``
+then holds as a single argument followed by NULs, and it refuses a NUL inside the string. ``ps``
+would show the same text, but whoever reads the command line as arguments, split on NULs (the
+tests that find a component by its ``mosaic.runtime.process_main KIND UID`` arguments, or any
+tool that reads it as argv) would get one argument. A fork here shows its arguments one string
+each, as a spawned process does.
 """
 
 from __future__ import annotations
