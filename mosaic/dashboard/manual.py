@@ -293,9 +293,9 @@ def _action_choices(spec: OperatorSpec) -> list[tuple[int, str]]:
     names = spec.settings.get("action_names")
     if isinstance(names, list) and names:
         return [(index, str(name)) for index, name in enumerate(names)]
-    import gymnasium
+    from mosaic.environments.gymnasium_make import make_gymnasium
 
-    env = gymnasium.make(spec.env, **spec.env_kwargs)
+    env = make_gymnasium(spec.env, spec.env_kwargs)
     try:
         count = getattr(env.action_space, "n", None)
     finally:

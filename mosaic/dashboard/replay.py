@@ -236,10 +236,10 @@ def _chained(chain: bytes) -> Any:
 
 
 def _make(spec: str, params: dict[str, Any]) -> Any:
-    import gymnasium
+    from mosaic.environments.gymnasium_make import make_gymnasium
 
     try:
-        return gymnasium.make(spec.partition(":")[2], render_mode="rgb_array", **params)
+        return make_gymnasium(spec.partition(":")[2], params, "rgb_array")
     except Exception as exc:
         raise ReplayError(f"cannot make {spec} with render_mode='rgb_array': {exc}") from exc
 

@@ -19,6 +19,7 @@ from mosaic.core.imports import ImportPathError, import_module, import_object, r
 from mosaic.environments.adapter import EnvironmentAdapter
 from mosaic.environments.global_state import GLOBAL_STATE_PARAM
 from mosaic.environments.gymnasium_adapter import GymnasiumAdapter
+from mosaic.environments.gymnasium_make import make_gymnasium
 from mosaic.environments.pettingzoo_adapter import AECAdapter, ParallelAdapter
 from mosaic.environments.vector import SEEDINGS, VECTOR_MODES, VectorAdapter
 from mosaic.environments.video import RENDER_MODE, EpisodeVideo, VideoError
@@ -34,7 +35,8 @@ def make_environment(spec: str, params: Mapping[str, Any],
     """Build the environment ``spec`` names, with ``params`` as keyword arguments, wrapped in
     ``wrappers`` (innermost first; Gymnasium environments only).
 
-    * ``gymnasium:<id>``: ``gymnasium.make(id, **params)``;
+    * ``gymnasium:<id>``: ``gymnasium.make(id, **params)``
+      (:func:`~mosaic.environments.gymnasium_make.make_gymnasium`);
     * ``pettingzoo:<family>.<module>``: ``pettingzoo.<family>.<module>.env(**params)``, or
       ``parallel_env(**params)`` when the module has no ``env`` or when ``params`` holds
       ``api: parallel`` (``api: aec`` asks for ``env`` explicitly; ``api`` is not passed on);
@@ -58,7 +60,7 @@ def make_environment(spec: str, params: Mapping[str, Any],
                           "'pettingzoo:<family>.<module>' or 'package.module:Attr'")
     params, global_state = _global_state(spec, params)
     if kind == "gymnasium":
-        made: Any = wrap(spec, gymnasium.make(target, **dict(params)), wrappers)
+        made: Any = wrap(spec, make_gymnasium(target, params), wrappers)
     elif kind == "pettingzoo":
         made = _make_pettingzoo(spec, target, dict(params))
     else:
@@ -162,9 +164,8 @@ def _recorded(spec: str, params: Mapping[str, Any], wrappers: Sequence[WrapperPl
     kind, _, target = spec.partition(":")
     if kind == "pettingzoo":
         raise VideoError(f"environment {spec!r}: record_video records Gymnasium environments")
-    rendering = {**params, "render_mode": RENDER_MODE}
-    made = (gymnasium.make(target, **rendering) if kind == "gymnasium"
-            else _call_factory(spec, rendering))
+    made = (make_gymnasium(target, params, RENDER_MODE) if kind == "gymnasium"
+            else _call_factory(spec, {**params, "render_mode": RENDER_MODE}))
     if not isinstance(made, gymnasium.Env):
         _close(made)
         raise VideoError(f"environment {spec!r}: record_video records a gymnasium.Env, and it "
@@ -210,7 +211,7 @@ def make_vector_environment(spec: str, params: Mapping[str, Any], copies: int,
             return VectorAdapter(gymnasium.make_vec(target, num_envs=copies,
                                                     vectorization_mode="vector_entry_point",
                                                     **dict(params)), max_steps)
-        return _copies(_Wrapped(spec, functools.partial(gymnasium.make, target, **dict(params)),
+        return _copies(_Wrapped(spec, functools.partial(make_gymnasium, target, dict(params)),
                                 tuple(wrappers)), copies, vector_mode, max_steps, seeding)
     made = _call_factory(spec, params)
     if isinstance(made, VectorEnv) and wrappers:

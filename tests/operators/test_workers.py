@@ -115,6 +115,22 @@ def test_scripted_worker_with_a_missing_function_exits_2(start: Callable) -> Non
     assert "no_such_module_xyz" in caught.value.stderr_tail
 
 
+@pytest.mark.parametrize(("env_args", "said"), [
+    (["--env-id", "CartPoel-v1"],
+     "could not start: NameNotFound: Environment `CartPoel` doesn't exist. Did you mean: "
+     "`CartPole`?"),
+    (["--env-id", "CartPole-v1", "--env-kwargs", '{"is_slipery": false}'],
+     "could not start: TypeError: CartPoleEnv.__init__() got an unexpected keyword argument "
+     "'is_slipery'"),
+])
+def test_an_environment_that_cannot_be_made_says_why_and_exits_2(
+        start: Callable, env_args: list[str], said: str) -> None:
+    handle = start(worker("random_worker", *env_args))
+    with pytest.raises(WorkerCrashed) as caught:
+        handle.ping(timeout=10)
+    assert caught.value.exit_code == 2 and said in caught.value.stderr_tail
+
+
 # --- rl and checkpoints ---------------------------------------------------------------------------
 
 # Down, down, right, down, right, right: the shortest path to the goal of the 4x4 FrozenLake map.

@@ -114,7 +114,7 @@ STORE_CLOSE_TIMEOUT_S = 30.0
 
 def _declares_ansi(env_id: str) -> bool:
     """True when the Gymnasium environment ``env_id`` lists ``ansi`` among its render modes."""
-    from mosaic.operators.worker.runtime import declared_render_modes
+    from mosaic.environments.gymnasium_make import declared_render_modes
 
     try:
         return "ansi" in declared_render_modes(env_id)

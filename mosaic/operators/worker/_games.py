@@ -48,11 +48,13 @@ def game_action_space(name: str, player_id: str) -> Any:
 def _gymnasium_space(name: str) -> Any:
     import gymnasium as gym
 
+    from mosaic.environments.gymnasium_make import make_gymnasium
+
     try:
         gym.spec(name)
     except gym.error.Error:
         return None
-    env = gym.make(name)
+    env = make_gymnasium(name)
     try:
         return env.action_space
     finally:

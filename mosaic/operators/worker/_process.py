@@ -37,39 +37,27 @@ def make_env(
     render_every: int = 0,
     render_mode: str = "auto",
 ) -> Any:
-    """Make the Gymnasium environment ``env_id``.
+    """Make the Gymnasium environment ``env_id`` with ``env_kwargs``, as an experiment's
+    ``gymnasium:<id>`` is made (:func:`~mosaic.environments.gymnasium_make.make_gymnasium`).
 
     With ``render_every`` > 0 the environment gets a render mode: ``render_mode`` if it is
     ``rgb_array`` or ``ansi``; with ``auto``, ``rgb_array`` when the environment lists it, else
-    ``ansi``. Raises whatever ``gymnasium.make`` raises for an unknown id or bad kwargs, and
+    ``ansi``. Raises whatever ``gymnasium.make`` raises for an unknown id or bad kwargs,
+    :class:`~mosaic.core.errors.MosaicError` when ``env_kwargs`` set another render mode, and
     :class:`~mosaic.core.errors.MissingExtra` naming the ``images`` extra when the frames are
     images and Pillow, which encodes them as PNG, is not installed.
     """
-    import gymnasium as gym
+    # Here, not at the top: a worker whose driver owns the game never imports the environments.
+    from mosaic.environments.gymnasium_make import declared_render_modes, make_gymnasium
 
-    kwargs = dict(env_kwargs or {})
+    mode = None
     if render_every > 0:
         mode = render_mode
         if mode == "auto":
             mode = "rgb_array" if "rgb_array" in declared_render_modes(env_id) else "ansi"
         if mode == "rgb_array":
             require_png()
-        kwargs["render_mode"] = mode
-    return gym.make(env_id, **kwargs)
-
-
-def declared_render_modes(env_id: str) -> list[str]:
-    """The render modes the Gymnasium environment ``env_id`` lists in its metadata.
-
-    Raises what ``gymnasium.spec`` raises for an unknown id, and what importing its entry point
-    raises.
-    """
-    import gymnasium as gym
-    from gymnasium.envs.registration import load_env_creator
-
-    entry = gym.spec(env_id).entry_point
-    creator = load_env_creator(entry) if isinstance(entry, str) else entry
-    return list(getattr(creator, "metadata", {}).get("render_modes", []))
+    return make_gymnasium(env_id, env_kwargs, mode)
 
 
 # --- process setup --------------------------------------------------------------------------------
