@@ -148,3 +148,26 @@ def test_a_bad_type_or_setting_of_a_packages_kind_is_refused_at_the_key(
     assert "Traceback" not in result.stderr
     assert expected in result.stderr, result.stderr
     assert not (tmp_path / "telemetry.jsonl").exists()
+
+
+def test_a_built_in_type_reads_its_settings_model_s_fields_and_warns_of_the_rest(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The launcher knows each type's settings from its model, not from a list of its own."""
+    import logging
+
+    from mosaic.operators.api.config import OperatorConfig
+    from mosaic.operators.api.llm_routing import LLM_WORKERS
+    from mosaic.operators.api.settings import SETTINGS_MODELS
+    from mosaic.operators.driver.launcher import OperatorLauncher
+
+    config = OperatorConfig.single_agent(
+        "p", "passive", "passive_worker", "Passive", "gymnasium", "CartPole-v1",
+        settings={"noop_action": 1, "render_every": 2, "seed": 3, "noop_acton": 1})
+    with caplog.at_level(logging.WARNING, logger="mosaic.operators.driver.launcher"):
+        argv = OperatorLauncher().build_command(config, "run")
+    assert argv[argv.index("--noop-action") + 1] == "1"
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "ignores settings ['noop_acton']" in warning
+    assert "'noop_action'" in warning and "'render_every'" in warning
+    worker = SETTINGS_MODELS["llm"].model_fields["worker"]
+    assert set(getattr(worker.annotation, "__args__", ())) == {"auto", *LLM_WORKERS}

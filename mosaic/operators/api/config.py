@@ -3,7 +3,8 @@
 Both are frozen dataclasses, validated on construction, so a bad configuration fails where it is
 written rather than when a worker subprocess starts. ``settings`` holds the type-specific options
 that :class:`mosaic.operators.driver.launcher.OperatorLauncher` turns into worker command-line
-flags; the table of keys per operator type is in that module's docstring.
+flags; each type's keys are the fields of its model in
+:data:`mosaic.operators.api.settings.SETTINGS_MODELS`.
 """
 
 from __future__ import annotations

@@ -9,11 +9,13 @@ checked instead of a warning in a log nobody reads.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, model_validator
 
 from mosaic.core.config_problems import Problem, StrictModel, raise_problems
+from mosaic.operators.api.llm_routing import LLM_WORKERS
 
 __all__ = [
     "SETTINGS_MODELS",
@@ -36,6 +38,18 @@ _MISPLACED_SETTINGS = {
     "max_steps": "max_steps is a top-level key",
     "n_actions": "n_actions is for agent-mode workers; here the worker owns its environment",
 }
+
+
+if TYPE_CHECKING:
+    LlmWorkerChoice = str
+else:  # the choices of an llm operator's settings.worker: auto, or a worker of llm_routing
+    LlmWorkerChoice = Literal[("auto", *LLM_WORKERS)]
+
+
+def _or_list(names: Iterable[str]) -> str:
+    """``"a, b or c"``."""
+    *rest, last = names
+    return f"{', '.join(rest)} or {last}" if rest else last
 
 
 class _CommonSettings(StrictModel):
@@ -116,8 +130,8 @@ class LlmSettings(_CommonSettings):
     action_names: list[str] | None = None
     keep_proxy_env: bool = False
     worker: Annotated[
-        Literal["auto", "llm", "chess", "balrog", "vlm"],
-        Field(description="auto (chosen from the game), llm, chess, balrog or vlm"),
+        LlmWorkerChoice,
+        Field(description="auto (chosen from the game), " + _or_list(LLM_WORKERS)),
     ] = "auto"
     move_retries: Annotated[
         int | None, Field(ge=0, description="a whole number >= 0 (chess: illegal or unreadable "

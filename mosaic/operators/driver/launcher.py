@@ -5,26 +5,12 @@ operators run a third-party argv that speaks the protocol. An ``llm`` operator r
 for its game (``workers.chess_worker`` for PettingZoo chess, ``workers.balrog_worker`` for
 BabyAI and MiniGrid, else ``workers.llm_worker``) unless ``settings.worker`` names one
 (``vlm``: ``workers.vlm_worker``; :mod:`mosaic.operators.api.llm_routing`). The settings each
-type reads (anything else is ignored with a warning):
-
-=============  ====================================================================================
-every type     ``env_kwargs`` (dict), ``render_every`` (int), ``render_mode``, ``send_observations``
-               (bool), ``n_actions`` (int), ``log_level``, ``seed`` (the operator's own seed,
-               ``--seed``: its actions' randomness; in batch mode also the first episode's
-               seed), and in batch mode ``episodes``
-``passive``    ``noop_action``
-``scripted``   ``policy`` (required: ``module:function``), ``reproducible`` (bool)
-``rl``         ``checkpoint`` (required: path of an ``.npz``)
-``llm``        ``base_url`` and ``model`` (or ``model_id``) required; ``api_key_env``, ``fallback``,
-               ``timeout``, ``max_retries``, ``retry_backoff``, ``temperature``, ``max_tokens``,
-               ``system_prompt``, ``action_names``, ``keep_proxy_env`` (bool), ``worker``
-               (``auto``, ``llm``, ``chess``, ``balrog``, ``vlm``), and for chess
-               ``move_retries`` and ``notation`` (``san`` or ``uci``)
-``bdi``        ``plan_library`` (required: an AgentSpeak ``.asl`` file), ``action_names``,
-               ``max_cycles``, ``fallback`` (``noop``, ``first-legal``, ``random``)
-``human``      ``tty`` (default: the launcher's own terminal), ``action_names``
-a plug-in's    its own settings, one JSON object in ``--settings`` (:mod:`..api.kinds`)
-=============  ====================================================================================
+built-in type reads are the fields of its model in
+:data:`~mosaic.operators.api.settings.SETTINGS_MODELS` (anything else is ignored with a warning),
+and every type also reads ``env_kwargs`` (dict), ``n_actions`` (int), ``seed`` (the operator's
+own seed, ``--seed``: its actions' randomness; in batch mode also the first episode's seed) and
+in batch mode ``episodes``, which a driver sets. A plug-in type gets its own settings as one
+JSON object in ``--settings`` (:mod:`..api.kinds`).
 
 A single-agent worker owns the environment ``config.task`` (``--env-id``); the workers of a
 multi-agent operator do not (the driver sends observations).
@@ -53,7 +39,12 @@ from typing import Any
 
 from mosaic.core.errors import WorkerError
 from mosaic.operators.api.config import OperatorConfig, WorkerAssignment
-from mosaic.operators.api.kinds import BUILTIN_KINDS, operator_kind, plugin_settings_argv
+from mosaic.operators.api.kinds import (
+    BUILTIN_KINDS,
+    OperatorKind,
+    operator_kind,
+    plugin_settings_argv,
+)
 from mosaic.operators.api.llm_routing import LLM_WORKERS, llm_worker_for
 from mosaic.operators.driver.handle import OperatorProcessHandle
 from mosaic.operators.driver.multi_handle import MultiAgentOperatorHandle
@@ -73,20 +64,17 @@ WORKER_MODULES: dict[str, str] = {
 PROXY_VARIABLES = ("ALL_PROXY", "all_proxy", "HTTP_PROXY", "http_proxy", "HTTPS_PROXY",
                    "https_proxy", "FTP_PROXY", "ftp_proxy", "SOCKS_PROXY", "socks_proxy")
 
+#: The settings every type reads: those of every settings model, and those a driver sets.
 _COMMON = {"env_kwargs", "render_every", "render_mode", "send_observations", "n_actions",
            "log_level", "episodes", "seed"}
-_SPECIFIC: dict[str, set[str]] = {
-    "random": set(),
-    "passive": {"noop_action"},
-    "scripted": {"policy", "reproducible"},
-    "rl": {"checkpoint"},
-    "llm": {"base_url", "model", "model_id", "api_key_env", "fallback", "timeout", "max_retries",
-            "retry_backoff", "temperature", "max_tokens", "system_prompt", "action_names",
-            "keep_proxy_env", "worker", "move_retries", "notation"},
-    "bdi": {"plan_library", "action_names", "max_cycles", "fallback"},
-    "human": {"tty", "action_names"},
-    "command": set(),
-}
+
+
+def _settings_keys(kind: OperatorKind) -> set[str]:
+    """The settings a built-in type reads: its settings model's fields
+    (:data:`~mosaic.operators.api.settings.SETTINGS_MODELS`). Whoever checked those settings
+    (an evaluation file, an OperatorMuscle's setup) has already imported the models."""
+    model = kind.settings_model()
+    return set(model.model_fields) if model is not None else set()
 
 
 def _names(value: Any) -> str:
@@ -156,7 +144,7 @@ class OperatorLauncher:
             return [self.python, "-m", str(kind.worker_module), *plugin_settings_argv(own),
                     *self._runtime_args(config, run_id, interactive=interactive,
                                         owns_env=owns_env)]
-        allowed = _COMMON | _SPECIFIC[config.operator_type]
+        allowed = _COMMON | _settings_keys(kind)
         unknown = sorted(set(config.settings) - allowed)
         if unknown:
             log.warning("operator %s (%s) ignores settings %s; known: %s", config.operator_id,
