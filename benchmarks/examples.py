@@ -65,6 +65,8 @@ LEARNER = "learner"  # the agent whose seats a win rate counts
 NOT_RUN = {
     "frozenlake_llm": "needs an OpenAI-compatible chat-completions server on this machine",
     "chess_llm_vs_llm": "needs two OpenAI-compatible chat-completions servers on this machine",
+    "evaluate_chess_llm_vs_llm": "needs two OpenAI-compatible chat-completions servers on "
+                                 "this machine",
     "manual_frozenlake": "interactive (mosaic manual)",
 }
 

@@ -7,11 +7,12 @@ Reset All, a human's action) and reads :meth:`BrowserManual.snapshot`, whose ``v
 with every change; the live channel sends a snapshot whenever it does, so that Step N shows
 every round.
 
-Every operator's worker renders each step (an RGB frame as a PNG where the environment can,
-text otherwise). A ``human`` operator's worker reads its actions from a pseudo-terminal of its
-own, which the page's buttons write to: clicking an action steps that operator alone, while
-Step All and Step N step the others. A worker that fails is shown failed in its panel; the
-others go on, as in the terminal.
+Every operator's worker renders each step (an RGB frame as a PNG where the environment can, text
+otherwise); a game (an operator with ``players``) is drawn by the driver, which owns it, and its
+panel lists its players: who is to move, each one's last move, return and LLM fallbacks. A ``human``
+operator's worker reads its actions from a pseudo-terminal of its own, which the page's buttons
+write to: clicking an action steps that operator alone, while Step All and Step N step the others. A
+worker that fails is shown failed in its panel; the others go on, as in the terminal.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from mosaic.operators.evaluation.script import operator_config_for
 
 __all__ = ["MAX_STEP_N", "BrowserManual", "CommandError"]
 
+#: The frames a game's board is drawn in, the first the game declares: a picture, else text.
+GAME_RENDER_MODES = ("rgb_array", "ansi")
 #: The most rounds one Step N may ask for.
 MAX_STEP_N = 10_000
 _COMMAND_TIMEOUT = 600.0
@@ -141,7 +144,8 @@ class BrowserManual:
         config = self._config
         if config is None:
             raise CommandError("this file is not open")
-        configs = [operator_config_for(self._browser_spec(spec), config)
+        configs = [operator_config_for(self._browser_spec(spec), config,
+                                       game_render=GAME_RENDER_MODES)
                    for spec in config.operators]
         self._session = ManualSession(configs, config.seed_for_episode(0),
                                       timeouts=config.timeouts, run_id=f"{config.uid}-dashboard")
@@ -151,6 +155,13 @@ class BrowserManual:
         self._done()
 
     def _browser_spec(self, spec: OperatorSpec) -> OperatorSpec:
+        if spec.players is not None:  # a game: the driver renders the board
+            humans = [player for player, entry in spec.players.items() if entry.type == "human"]
+            if humans:
+                raise CommandError(f"operator {spec.id!r}: a human player of a game ("
+                                   f"{', '.join(humans)}) cannot play in the browser yet; "
+                                   "run this file with mosaic manual in a terminal")
+            return spec
         settings = dict(spec.settings)
         settings.setdefault("render_every", 1)
         if spec.type == "human":

@@ -23,7 +23,7 @@ function render(snap) {
   document.getElementById("open").disabled = snap.state !== "closed";
   panels.innerHTML = "";
   for (const op of snap.operators) {
-    const panel = el("div", {class: "panel" + (op.status === "failed" ? " failed" : ""), "data-operator": op.operator_id});
+    const panel = el("div", {class: "panel" + (op.players ? " game" : "") + (op.status === "failed" ? " failed" : ""), "data-operator": op.operator_id});
     const title = el("h3");
     title.appendChild(el("span", {}, op.display_name));
     title.appendChild(el("span", {class: "badge status st-" + op.status.replace(/ /g, "-")}, op.status));
@@ -36,6 +36,7 @@ function render(snap) {
       ["reward", op.last_reward ?? "–"], ["return", op.episode_return]];
     for (const [k, v] of rows) { facts.appendChild(el("span", {}, k)); facts.appendChild(el("strong", {class: k.replace(/ /g, "-")}, String(v))); }
     panel.appendChild(facts);
+    if (op.players) panel.appendChild(playersTable(op.players));
     if (op.failure) panel.appendChild(el("div", {class: "failure"}, op.failure));
     if (op.actions && op.status !== "failed") {
       const buttons = el("div", {class: "actions"});
@@ -49,6 +50,23 @@ function render(snap) {
     }
     panels.appendChild(panel);
   }
+}
+
+// A game's players: who is to move, each one's worker, last move, return and LLM fallbacks.
+function playersTable(players) {
+  const table = el("table", {class: "players"});
+  const head = el("tr");
+  for (const k of ["", "player", "operator", "type", "last move", "return", "actions", "fallbacks"]) head.appendChild(el("th", {}, k));
+  table.appendChild(head);
+  for (const pl of players) {
+    const row = el("tr", {"data-player": pl.player, class: pl.to_act ? "to-act" : ""});
+    const last = pl.last_move ?? (pl.last_action === null ? "–" : JSON.stringify(pl.last_action));
+    const cells = [[pl.to_act ? "▶" : "", "turn"], [pl.player, "player"], [pl.display_name, "name"], [pl.operator_type, "type"],
+      [last, "last-move"], [pl.episode_return, "return"], [pl.actions, "n-actions"], [pl.fallbacks ?? "–", "fallbacks"]];
+    for (const [v, k] of cells) row.appendChild(el("td", {class: k}, String(v)));
+    table.appendChild(row);
+  }
+  return table;
 }
 
 async function send(command, body) {

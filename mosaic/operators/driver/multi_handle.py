@@ -24,8 +24,9 @@ _log = logging.getLogger(__name__)
 class MultiAgentOperatorHandle:
     """One worker per player of a multi-agent operator; the driver owns the environment.
 
-    Every method that waits takes a timeout. :meth:`stop_all` stops the workers in parallel, so
-    it takes about one stop timeout whatever the number of players.
+    Every method that waits takes a timeout. :meth:`stop_all` (and :meth:`stop`, which sums
+    the exit codes up as one) stops the workers in parallel, so it takes about one stop timeout
+    whatever the number of players.
     """
 
     def __init__(
@@ -159,3 +160,11 @@ class MultiAgentOperatorHandle:
         for thread in threads:
             thread.join(timeout + 2.0)
         return codes
+
+    def stop(self, timeout: float = 3.0) -> int | None:
+        """Stop every worker in parallel (:meth:`stop_all`); the first non-zero exit code in
+        player order, else 0, or None when a worker's code is unknown. Never raises."""
+        codes = self.stop_all(timeout)
+        if any(codes.get(player) is None for player in self.player_handles):
+            return None
+        return next((code for code in codes.values() if code), 0)

@@ -16,9 +16,15 @@ _log = logging.getLogger(__name__)
 class _Launcher(Protocol):
     def launch(self, config: OperatorConfig, run_id: str | None = None) -> Any: ...
 
+    def launch_multi_agent(self, config: OperatorConfig, run_id: str | None = None) -> Any: ...
+
 
 class MultiOperatorService:
     """N operator worker subprocesses side by side, each with its own environment instance.
+
+    A multi-agent config (``worker_assignments``) is one operator too: :meth:`start` launches
+    one worker per player (the driver owns the game) and keeps their
+    :class:`~mosaic.operators.driver.multi_handle.MultiAgentOperatorHandle`, stopped as one.
 
     Configurations are kept in the order they were added. ``start_all`` launches the ones not
     yet running; ``stop_all`` stops every running worker and always reaps it. Use it as a
@@ -85,9 +91,16 @@ class MultiOperatorService:
         if operator_id not in self._configs:
             raise KeyError(f"unknown operator id {operator_id!r}")
         if operator_id not in self._handles:
-            self._handles[operator_id] = self._get_launcher().launch(
-                self._configs[operator_id], run_id=self._run_id)
+            self._handles[operator_id] = self._launch(self._configs[operator_id])
         return self._handles[operator_id]
+
+    def _launch(self, config: OperatorConfig) -> Any:
+        """One worker, or for a multi-agent config one per player under a
+        :class:`~mosaic.operators.driver.multi_handle.MultiAgentOperatorHandle`."""
+        launcher = self._get_launcher()
+        if config.is_multi_agent:
+            return launcher.launch_multi_agent(config, run_id=self._run_id)
+        return launcher.launch(config, run_id=self._run_id)
 
     def stop(self, operator_id: str) -> int | None:
         """Stop and reap ``operator_id``'s worker within ``stop_timeout``; its exit code, or
@@ -102,13 +115,12 @@ class MultiOperatorService:
         If one launch fails, the workers this call started are stopped and the error
         propagates, so a failed ``start_all`` leaves no new process behind.
         """
-        launcher = self._get_launcher()
         started: list[str] = []
         try:
             for operator_id, config in self._configs.items():
                 if operator_id in self._handles:
                     continue
-                self._handles[operator_id] = launcher.launch(config, run_id=self._run_id)
+                self._handles[operator_id] = self._launch(config)
                 started.append(operator_id)
         except BaseException:
             for operator_id in started:

@@ -4,7 +4,8 @@ Script mode and Manual mode both drive lanes, through the session of :mod:`._ses
 plays one worker's episodes and keeps its results, and records every worker error as that
 operator's failure; its worker is started and stopped by the session's
 :class:`~mosaic.operators.driver.multi_operator.MultiOperatorService`. :class:`Rounds` runs one
-call per lane, in parallel threads where that is safe.
+call per lane, in parallel threads where that is safe. A game with one worker per player is a
+lane too (:class:`~mosaic.operators.evaluation._game.GameLane`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class Launcher(Protocol):
     :class:`~mosaic.operators.driver.launcher.OperatorLauncher`."""
 
     def launch(self, config: Any, run_id: str | None = None) -> Any: ...
+
+    def launch_multi_agent(self, config: Any, run_id: str | None = None) -> Any: ...
 
 
 class Lane:
@@ -87,6 +90,10 @@ class Lane:
     @property
     def alive(self) -> bool:
         return self.handle is not None and self.result.failure is None
+
+    def results(self) -> dict[str, OperatorResult]:
+        """What the run reports for this lane: its operator's result, by operator id."""
+        return {self.operator_id: self.result}
 
     def _write(self, record: dict[str, Any]) -> None:
         self._records.append(record)
@@ -303,6 +310,12 @@ class Lane:
         return self._workers.stop(self.operator_id)  # logs, never raises, if stopping fails
 
 
+def _has_human(config: Any) -> bool:
+    """True when ``config``'s worker, or one of its players' workers, is a human's."""
+    return config.operator_type == "human" or any(
+        assignment.worker_type == "human" for assignment in config.worker_assignments.values())
+
+
 def new_run_id(uid: str) -> str:
     """A run id for the evaluation ``uid``: the uid and a random suffix."""
     return f"{uid}-{uuid.uuid4().hex[:8]}"
@@ -326,7 +339,7 @@ class Rounds:
 
     def run(self, lanes: Sequence[Lane], call: Callable[[Lane], _T]) -> list[_T]:
         """``call(lane)`` for every lane; the results in lane order."""
-        sequential = any(lane.config.operator_type == "human" for lane in lanes)
+        sequential = any(_has_human(lane.config) for lane in lanes)
         if self._pool is None or len(lanes) < 2 or sequential:
             return [call(lane) for lane in lanes]
         return [future.result() for future in [self._pool.submit(call, lane) for lane in lanes]]

@@ -29,22 +29,13 @@ class TimeoutsSpec(StrictModel):
     stop: Annotated[float, Field(gt=0, description="a number > 0 (seconds to stop)")] = 5.0
 
 
-class OperatorSpec(StrictModel):
-    """One operator of an evaluation: a worker subprocess with its own environment instance."""
+class PlayerSpec(StrictModel):
+    """One player of a game operator: the worker that chooses that player's actions."""
 
-    id: Annotated[
-        str, Field(pattern=NAME_PATTERN, description=f"a unique operator id {_NAME}")
-    ]
     type: Annotated[
         str, Field(description="one of " + ", ".join(OPERATOR_TYPES) + " or a plug-in's type"),
     ]
-    env: Annotated[
-        str, Field(min_length=1, description="a Gymnasium environment id, e.g. CartPole-v1")
-    ]
     display_name: str | None = None
-    env_kwargs: dict[str, Any] = Field(
-        default_factory=dict, description="a mapping of keyword arguments for gymnasium.make"
-    )
     settings: dict[str, Any] = Field(
         default_factory=dict, description="a mapping of type-specific worker settings"
     )
@@ -59,10 +50,60 @@ class OperatorSpec(StrictModel):
         raise_if_any(type_problems(kind, ()))
         return kind
 
+
+class OperatorSpec(StrictModel):
+    """One operator of an evaluation: a worker subprocess with its own environment instance
+    (``type``), or a multi-agent game the driver owns with one worker per player
+    (``players``)."""
+
+    id: Annotated[
+        str, Field(pattern=NAME_PATTERN, description=f"a unique operator id {_NAME}")
+    ]
+    type: Annotated[
+        str | None,
+        Field(description="one of " + ", ".join(OPERATOR_TYPES) + " or a plug-in's type"),
+    ] = None
+    env: Annotated[
+        str, Field(min_length=1, description="a Gymnasium environment id, e.g. CartPole-v1, or "
+                                             "a PettingZoo game, e.g. pettingzoo:classic.chess_v6")
+    ]
+    players: Annotated[
+        dict[str, PlayerSpec] | None,
+        Field(min_length=1, description="a mapping of each player of the game to its worker"),
+    ] = None
+    display_name: str | None = None
+    env_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="a mapping of keyword arguments for gymnasium.make"
+    )
+    settings: dict[str, Any] = Field(
+        default_factory=dict, description="a mapping of type-specific worker settings"
+    )
+    command: Annotated[
+        list[str] | None,
+        Field(min_length=1, description="the worker program and its arguments, as a list"),
+    ] = None
+
+    @field_validator("type")
+    @classmethod
+    def _known(cls, kind: str | None) -> str | None:
+        if kind is not None:
+            raise_if_any(type_problems(kind, ()))
+        return kind
+
     @property
     def label(self) -> str:
         """``display_name``, or the id when there is none."""
         return self.display_name or self.id
+
+    @property
+    def is_game(self) -> bool:
+        """True for a multi-agent game (``players``): the driver owns the environment."""
+        return self.players is not None
+
+    @property
+    def kind(self) -> str:
+        """``type``, or ``game`` for a multi-agent game."""
+        return self.type if self.type is not None else "game"
 
 
 class EvaluationConfig(StrictModel):

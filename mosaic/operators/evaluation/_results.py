@@ -84,7 +84,8 @@ class OperatorResult:
 
 @dataclass
 class ScriptResult:
-    """The outcome of :func:`run_script`: per-operator results in file order.
+    """The outcome of :func:`run_script`: per-operator results in file order (a game's, one per
+    player, by its actor id ``<operator>.<player>``).
 
     ``run_id`` names the run; in the results store, operator ``x``'s run is ``<run_id>-x``.
     """
@@ -102,4 +103,9 @@ class ScriptResult:
 
     @property
     def failures(self) -> list[OperatorFailure]:
-        return [r.failure for r in self.operators.values() if r.failure is not None]
+        """Each failure once: the players of a game share their game's."""
+        found: dict[int, OperatorFailure] = {}
+        for result in self.operators.values():
+            if result.failure is not None:
+                found.setdefault(id(result.failure), result.failure)
+        return list(found.values())

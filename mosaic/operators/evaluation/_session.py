@@ -13,17 +13,23 @@ A session holds the evaluation's lanes and drives them through the operator serv
 A lane's actor is a placeholder actor in the seeds' sense: the lane's worker owns its
 environment, chooses its actions and steps it, so the actor's ``select_action`` answers
 ``None`` (the driver applies no action of its own) and the session steps lanes, not actions.
+
+A multi-agent config (one worker per player of a game the driver owns) makes a
+:class:`~mosaic.operators.evaluation._game.GameLane`: its workers start as one operator of the
+MultiOperatorService (under a MultiAgentOperatorHandle), and inside the lane each player's
+worker is a real actor of the lane's own ActorService, chosen for each turn by a
+PolicyMappingService; the seed the session broadcasts reaches them through the lane.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from mosaic.operators.api.operator import NamedOperator
 from mosaic.operators.api.services import ActorService
 from mosaic.operators.driver.multi_operator import MultiOperatorService
+from mosaic.operators.evaluation._game import GameLane
 from mosaic.operators.evaluation._lanes import Lane, Launcher, Rounds
 
 if TYPE_CHECKING:
@@ -63,9 +69,9 @@ class LaneActor(NamedOperator):
 class EvaluationSession:
     """The lanes of one evaluation, their workers and their actors (see the module docstring).
 
-    ``configs`` are single-agent :class:`~mosaic.operators.api.config.OperatorConfig` objects
-    with unique ids (``ValueError`` otherwise). Nothing starts until :meth:`launch_all`; call
-    :meth:`close` (idempotent) to stop and reap every worker.
+    ``configs`` are :class:`~mosaic.operators.api.config.OperatorConfig` objects (single-agent,
+    or multi-agent for a game) with unique ids (``ValueError`` otherwise). Nothing starts
+    until :meth:`launch_all`; call :meth:`close` (idempotent) to stop and reap every worker.
     """
 
     def __init__(
@@ -77,7 +83,8 @@ class EvaluationSession:
         launcher: Launcher | None,
         run_id: str,
     ) -> None:
-        self.lanes = [Lane(c, timeouts, max_fallback_fraction) for c in configs]
+        self.lanes = [(GameLane if c.is_multi_agent else Lane)(c, timeouts, max_fallback_fraction)
+                      for c in configs]
         self.workers = MultiOperatorService(launcher, run_id=run_id, stop_timeout=timeouts.stop)
         self.actors = ActorService()
         for lane in self.lanes:
@@ -98,12 +105,12 @@ class EvaluationSession:
         live lane (in parallel); returns the lanes now in an episode."""
         self.actors.seed(seed)
         live = [lane for lane in self.lanes if lane.alive]
-        self._rounds.run(live, functools.partial(Lane.reset, episode_index=episode_index))
+        self._rounds.run(live, lambda lane: lane.reset(episode_index))
         return [lane for lane in live if lane.in_episode]
 
     def step(self, lanes: Sequence[Lane]) -> int:
         """One step for each of ``lanes`` (in parallel); returns how many stepped."""
-        return sum(self._rounds.run(lanes, Lane.step))
+        return sum(self._rounds.run(lanes, lambda lane: lane.step()))
 
     def close(self) -> None:
         """Stop and reap every worker (idempotent)."""

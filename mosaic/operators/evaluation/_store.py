@@ -1,14 +1,15 @@
 """An evaluation's record in the results store, beside its telemetry.
 
 Script mode records an evaluation as experiments are recorded, so that ``mosaic runs list`` and
-``mosaic runs show`` read both: one ``experiments`` row per evaluation (its uid, file and
-validated configuration), one run per operator (``<run id>-<operator id>``, its index the
-operator's position in the file), the run's state transitions under the names experiments use
-(``created → setting_up → running → stopping → finished | failed | cancelled``), one
-``episodes`` row per episode and one ``steps`` row per step. A step row holds the action, reward
-and termination of the worker's ``step`` reply; the observation is not stored, as workers send
-it only when asked to. A step with an LLM account (:mod:`mosaic.operators.llm_accounting`) also
-gets ``metrics`` rows (``llm.fallback``, the token counts and, on a fallback, its reason),
+``mosaic runs show`` read both: one ``experiments`` row per evaluation (its uid, file and validated
+configuration), one run per operator (``<run id>-<operator id>``, its index the operator's position
+in the file), the run's state transitions under the names experiments use (``created → setting_up →
+running → stopping → finished | failed | cancelled``), one ``episodes`` row per episode and one
+``steps`` row per step. A step row holds the action, reward and termination of the worker's ``step``
+reply; the observation is not stored, as workers send it only when asked to. A game's step row is
+its player's (agent: the player's worker ``<operator>.<player>``, slot: the player) and its episode
+row holds every player's return. A step with an LLM account (:mod:`mosaic.operators.llm_accounting`)
+also gets ``metrics`` rows (``llm.fallback``, the token counts and, on a fallback, its reason),
 stamped with the episode and the operator's steps so far.
 
 Only the evaluation and its runs are recorded synchronously, before any worker starts; the rest
@@ -84,24 +85,27 @@ class StoreRecorder:
             kind = record["kind"]
             if kind == "step":
                 run.steps += 1
+                # A game's step is its player's: the player's worker is the agent.
+                agent = record.get("actor", record["operator"])
                 steps.append((
                     run.id, run.environment, record["episode"], record["step_index"],
-                    record["operator"], GYMNASIUM_SLOT, None, record["action"], record["reward"],
-                    record["terminated"], record["truncated"],
+                    agent, record.get("player", GYMNASIUM_SLOT), None, record["action"],
+                    record["reward"], record["terminated"], record["truncated"],
                 ))
                 if "llm" in record:
                     now = time.time()
                     metrics.extend(
-                        (run.id, record["operator"], record["operator"], name, value,
-                         record["episode"], run.steps, now)
+                        (run.id, agent, agent, name, value, record["episode"], run.steps, now)
                         for name, value in account_metrics(record["llm"]))
             elif kind == "episode":
                 run.episodes += 1
                 total = record["total_reward"]
+                players = record.get("players")
+                returns = ({player: part["return"] for player, part in players.items()}
+                           if players else {GYMNASIUM_SLOT: total})
                 self._writer.record_episode(
                     run.id, run.environment, record["episode"], record["length"], total,
-                    {GYMNASIUM_SLOT: total}, record["terminated"], record["truncated"],
-                    record["seed"])
+                    returns, record["terminated"], record["truncated"], record["seed"])
             elif kind == "failure" and run.state in _GOING:
                 phase, cause = record["phase"], record["cause"]
                 why = ("failed to launch" if phase == "launch"

@@ -14,6 +14,12 @@ Commands at the prompt::
     h, help        this list
     q, quit        stop every worker and leave
 
+A game (an operator with ``players``) is one panel: Step All takes one step of the game (the
+move of the player whose turn it is, asked through the game's policy mapping), Reset All
+broadcasts the shared seed to its players and resets the board on it; the screen lists the
+players (``>`` marks the one to act) with their last move, return and LLM fallbacks, and the
+board when the game renders text.
+
 Manual mode reads the same evaluation file as Script mode (``step_pacing`` animates ``n N``) and
 writes the same JSONL telemetry, plus an ``episode_abandoned`` line for an episode cut short by
 Reset All (``"ended_by": "reset"``) or by quitting (``"ended_by": "quit"``), with its steps so
@@ -36,14 +42,15 @@ from pathlib import Path
 from typing import IO, Any, Self
 
 from mosaic.core.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_SIGNAL
-from mosaic.operators.evaluation._lanes import Launcher, new_run_id
+from mosaic.operators.evaluation._game import GameLane, PlayerView
+from mosaic.operators.evaluation._lanes import Lane, Launcher, new_run_id
 from mosaic.operators.evaluation._session import EvaluationSession
 from mosaic.operators.evaluation._telemetry import Telemetry, resolve_telemetry_path
 from mosaic.operators.evaluation.schema import EvaluationConfig, TimeoutsSpec, load_evaluation
 from mosaic.operators.evaluation.script import operator_config_for
 from mosaic.operators.llm_accounting import DEFAULT_MAX_FALLBACK_FRACTION
 
-__all__ = ["ManualSession", "OperatorView", "run_manual", "run_manual_file"]
+__all__ = ["ManualSession", "OperatorView", "PlayerView", "run_manual", "run_manual_file"]
 
 HELP = """commands:
   s, step      Step All: one step for every operator
@@ -70,9 +77,13 @@ class OperatorView:
     truncated: bool
     failure: str | None
     render_text: str | None
-    #: The operator's type (``random``, ``human``, ...) and its last RGB frame, a base64 PNG.
+    #: The operator's type (``random``, ``human``, ..., ``game``) and its last RGB frame, a
+    #: base64 PNG.
     operator_type: str = ""
     render_png: str | None = None
+    #: A game's players (None for a one-worker operator); ``last_action`` is then the last
+    #: player's, and ``episode_return`` the sum of the players' returns.
+    players: tuple[PlayerView, ...] | None = None
 
 
 class ManualSession:
@@ -120,11 +131,7 @@ class ManualSession:
             {
                 "kind": "run",
                 "mode": "manual",
-                "operators": [
-                    {"id": lane.operator_id, "type": lane.config.operator_type,
-                     "display_name": lane.label, "env": lane.config.task}
-                    for lane in self._lanes
-                ],
+                "operators": [_describe(lane) for lane in self._lanes],
                 "max_steps": max((lane.config.max_steps for lane in self._lanes), default=0),
             }
         )
@@ -249,6 +256,7 @@ class ManualSession:
             render = lane.last_render or {}
             text = render.get("text") if render.get("mode") == "ansi" else None
             failure = lane.result.failure
+            is_game = isinstance(lane, GameLane)
             views.append(
                 OperatorView(
                     operator_id=lane.operator_id,
@@ -268,8 +276,9 @@ class ManualSession:
                     ),
                     failure=failure.message if failure is not None else None,
                     render_text=text if isinstance(text, str) else None,
-                    operator_type=lane.config.operator_type,
+                    operator_type="game" if is_game else lane.config.operator_type,
                     render_png=png if isinstance(png := render.get("png"), str) else None,
+                    players=lane.views() if isinstance(lane, GameLane) else None,
                 )
             )
         return views
@@ -279,6 +288,19 @@ class ManualSession:
             raise RuntimeError("call start() (or use the session as a context manager) first")
         if self._closed:
             raise RuntimeError("this session is closed")
+
+
+def _describe(lane: Lane) -> dict[str, Any]:
+    """A lane in the ``run`` record; a game's with its players."""
+    config = lane.config
+    described: dict[str, Any] = {
+        "id": lane.operator_id, "type": "game" if config.is_multi_agent else config.operator_type,
+        "display_name": lane.label, "env": config.task}
+    if isinstance(lane, GameLane):
+        described["players"] = {
+            view.player: {"operator": view.operator_id, "type": view.operator_type,
+                          "display_name": view.display_name} for view in lane.views()}
+    return described
 
 
 # -- the text UI -------------------------------------------------------------------------------
@@ -303,6 +325,15 @@ def format_screen(views: Sequence[OperatorView]) -> str:
                 f"{title}  {where}  step {view.steps}  action {view.last_action}  "
                 f"reward {reward}  return {view.episode_return:g}"
             )
+        for player in view.players or ():
+            line = (f"  {'>' if player.to_act else ' '} {player.player} [{player.operator_id}]"
+                    f" {player.display_name}: return {player.episode_return:g} in "
+                    f"{player.actions} actions")
+            if player.last_action is not None:
+                line += f", last {player.last_move or player.last_action}"
+            if player.fallbacks is not None:
+                line += f", fallbacks {player.fallbacks}"
+            lines.append(line)
         if view.render_text:
             lines.extend("  " + row for row in view.render_text.strip("\n").splitlines())
         if view.episode_over:

@@ -20,6 +20,23 @@ An evaluation file is YAML::
     max_fallback_fraction: 0.5       # an LLM operator with more fallback actions fails
     telemetry: runs/                 # a directory (a new file per run) or a .jsonl file
 
+A game (a PettingZoo environment with several players) is an operator with ``players`` in
+place of ``type``, ``settings`` and ``command``; the driver owns the game, and each player's
+worker (operator ``<id>.<player>``, one process each) only chooses that player's actions::
+
+      - id: duel
+        env: pettingzoo:classic.chess_v6   # as an experiment names it; env_kwargs as above
+        players:                           # every player of the game, none other
+          player_0: {type: llm, display_name: White, settings: {...}}
+          player_1: {type: random}
+
+Each player takes what an operator takes (``type``, ``display_name``, ``settings``,
+``command``). The game is built once when the file is checked: a player it does not have, or one
+of its players without an entry, is an error at its key; so is ``type`` beside ``players``, and a
+``pettingzoo:`` game with a ``type``. Each player's own seed is derived from its operator's
+(``operator_seed``) and its position among the players. See :mod:`._game` for how a game is
+played.
+
 Seeds per episode: in ``procedural`` mode episode *k* (0-based) uses ``seeds[k]``; past the end of
 the list the seed is derived deterministically from the whole list and *k* (see
 :meth:`EvaluationConfig.seed_for_episode`). ``episodes`` defaults to ``len(seeds)``. In ``fixed``
@@ -60,6 +77,7 @@ this module checks what needs more than one field and holds the entry points.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -79,12 +97,18 @@ from mosaic.core.imports import add_user_folder
 from mosaic.operators.api.config import OPERATOR_TYPES
 from mosaic.operators.api.kinds import settings_problems
 from mosaic.operators.api.llm_routing import llm_worker_problems
-from mosaic.operators.evaluation._models import EvaluationConfig, OperatorSpec, TimeoutsSpec
+from mosaic.operators.evaluation._models import (
+    EvaluationConfig,
+    OperatorSpec,
+    PlayerSpec,
+    TimeoutsSpec,
+)
 
 __all__ = [
     "OPERATOR_TYPES",
     "EvaluationConfig",
     "OperatorSpec",
+    "PlayerSpec",
     "TimeoutsSpec",
     "load_evaluation",
     "parse_evaluation",
@@ -108,21 +132,124 @@ def _env_problem(env_id: str) -> tuple[str, str] | None:
     )
 
 
+def _game_players(env: str, env_kwargs: Mapping[str, Any]) -> list[str] | tuple[str, str]:
+    """The players of the game ``env`` (built once, then closed), or (what is wrong, hint)."""
+    from mosaic.core.errors import MosaicError
+    from mosaic.environments.factory import make_environment
+    from mosaic.environments.gymnasium_adapter import GymnasiumAdapter
+
+    if ":" not in env:  # the form of a Gymnasium id
+        single = _env_problem(env) is None
+        return ((f"{env} is a single-agent Gymnasium environment, not a game with players",
+                 "remove players and give the operator a type, or name a PettingZoo game")
+                if single else
+                (f"{env!r} names no game: a game is 'pettingzoo:<family>.<module>' or "
+                 "'package.module:Attr'", "e.g. pettingzoo:classic.chess_v6"))
+    try:
+        made = make_environment(env, env_kwargs)
+    except MosaicError as error:
+        return str(error), "name a PettingZoo game, e.g. pettingzoo:classic.chess_v6"
+    except Exception as error:  # the environment's own code may raise anything
+        return (f"building {env} failed: {type(error).__name__}: {error}",
+                "check env_kwargs; the file's check builds each game once")
+    try:
+        if isinstance(made, GymnasiumAdapter):
+            return (f"{env} is a single-agent Gymnasium environment, not a game with players",
+                    "remove players and give the operator a type, or name a PettingZoo game")
+        return list(made.slots)
+    finally:
+        with contextlib.suppress(Exception):  # a probe's close must not hide what it found
+            made.close()
+
+
+def _worker_problems(kind: str, settings: Mapping[str, Any], command: list[str] | None,
+                     env: str, at: Loc) -> list[Problem]:
+    """What is wrong with one worker's type, settings and command (an operator's or a
+    player's)."""
+    problems: list[Problem] = []
+    if kind == "command" and command is None:
+        problems.append(Problem(
+            (*at, "command"), "required for type 'command'",
+            "give the worker program and its arguments, e.g. [python, my_worker.py]"))
+    problems.extend(settings_problems(kind, settings, (*at, "settings")))
+    if kind == "llm":
+        problems.extend(llm_worker_problems(settings, (*at, "settings"), env))
+    return problems
+
+
+def _game_problems(operator: OperatorSpec, at: Loc) -> list[Problem]:
+    """A game operator's problems: keys that belong to its players, each player's worker, and
+    its players against the game's own."""
+    problems: list[Problem] = []
+    players = operator.players or {}
+    for key, given in (("type", operator.type is not None), ("settings", bool(operator.settings)),
+                       ("command", operator.command is not None)):
+        if given:
+            problems.append(Problem(
+                (*at, key), f"a game's workers are its players': {key} goes under each player",
+                f"move {key} under players.<player>, or remove players for a one-worker "
+                "operator"))
+    for player, spec in players.items():
+        problems.extend(_worker_problems(spec.type, spec.settings, spec.command, operator.env,
+                                         (*at, "players", player)))
+    found = _game_players(operator.env, operator.env_kwargs)
+    if isinstance(found, tuple):
+        return [*problems, Problem((*at, "env"), found[0], found[1])]
+    missing = [player for player in found if player not in players]
+    for player in players:
+        if player not in found:  # most likely meant: a player that has no entry yet
+            problems.append(Problem(
+                (*at, "players", player),
+                f"{operator.env} has no player {player!r} (its players: {', '.join(found)})",
+                did_you_mean(player, missing) or did_you_mean(player, found)
+                or "name the game's own players"))
+    if missing:
+        names = ", ".join(repr(m) for m in missing)
+        problems.append(Problem(
+            (*at, "players"),
+            f"{'player' if len(missing) == 1 else 'players'} {names} of {operator.env} "
+            f"{'has' if len(missing) == 1 else 'have'} no operator",
+            f"give every player of the game an entry: {', '.join(found)}"))
+    return problems
+
+
 def _semantic_problems(config: EvaluationConfig) -> list[Problem]:
     problems: list[Problem] = []
     first_index: dict[str, int] = {}
     for index, operator in enumerate(config.operators):
         at: Loc = ("operators", index)
-        if operator.id in first_index:
-            problems.append(
-                Problem(
-                    (*at, "id"),
-                    f"duplicate operator id {operator.id!r} "
-                    f"(also operators[{first_index[operator.id]}])",
-                    "give every operator its own id",
+        ids = [operator.id]
+        if operator.players is not None:  # each player's worker is an operator of its own
+            ids += [f"{operator.id}.{player}" for player in operator.players]
+        for operator_id in ids:
+            if operator_id in first_index:
+                problems.append(
+                    Problem(
+                        (*at, "id"),
+                        f"duplicate operator id {operator_id!r} "
+                        f"(also operators[{first_index[operator_id]}])",
+                        "give every operator its own id",
+                    )
                 )
-            )
-        first_index.setdefault(operator.id, index)
+            first_index.setdefault(operator_id, index)
+        if operator.players is not None:
+            problems.extend(_game_problems(operator, at))
+            continue
+        if operator.type is None:
+            problems.append(Problem(
+                (*at, "type"),
+                "required: a type (one worker that owns a Gymnasium environment), or players "
+                "(one worker per player of a PettingZoo game)",
+                "e.g. type: random, or players: {player_0: {type: llm, ...}, ...}"))
+            continue
+        if operator.env.startswith("pettingzoo:"):
+            problems.append(Problem(
+                (*at, "env"),
+                f"{operator.env} is a game with players; a one-worker operator owns a "
+                "Gymnasium environment",
+                "give the game's players under players: {player_0: {type: ...}, ...} instead "
+                "of type"))
+            continue
         if operator.type == "command" and operator.command is None:
             problems.append(
                 Problem(

@@ -27,6 +27,13 @@ Telemetry is one JSON object per line::
      "exit_code": ..., "message": ...}
     {"kind": "run_end", "completed": ..., "interrupted": ..., "wall_time_s": ...}
 
+A game (an operator with ``players``; :mod:`._game`) writes one ``step`` line per acting
+player, with ``player`` (its id in the game), ``actor`` (its worker's operator id,
+``<operator>.<player>``), ``rewards`` (every player's reward of the step), ``episode_reward``
+(that player's return so far) and, from the chess worker, ``move`` (UCI). Its ``episode`` lines
+add ``players``: per player its ``operator``, ``return``, ``actions`` and ``llm`` counts (its
+``total_reward`` is the sum of the returns). The run's ``operators`` list its players.
+
 ``llm`` is there only for operators whose replies account for LLM calls: a step's is the
 worker's account of that action without the endpoint (:mod:`mosaic.operators.llm_accounting`),
 an episode's adds them up. ``bdi`` is a BDI worker's account of a step's decision
@@ -64,6 +71,7 @@ from typing import TYPE_CHECKING, Any
 
 from mosaic.core.errors import StoreError
 from mosaic.core.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_SIGNAL
+from mosaic.core.seeding import operator_seed
 from mosaic.core.store_path import resolve_store
 from mosaic.core.store_url import mask
 from mosaic.operators.evaluation._lanes import Lane, Launcher, new_run_id
@@ -123,7 +131,8 @@ def _declares_ansi(env_id: str) -> bool:
 
 
 def operator_config_for(
-    spec: OperatorSpec, config: EvaluationConfig, *, render: bool = False
+    spec: OperatorSpec, config: EvaluationConfig, *, render: bool = False,
+    game_render: Sequence[str] = (),
 ) -> Any:
     """The :class:`~mosaic.operators.api.config.OperatorConfig` that launches ``spec``'s worker.
 
@@ -134,11 +143,23 @@ def operator_config_for(
     ``render`` (Manual mode) the worker is asked for a text frame on every step
     (``render_every: 1, render_mode: ansi``) when the environment can render text and the
     file did not choose render settings itself.
+
+    A game (``players``) gets a multi-agent config: one
+    :class:`~mosaic.operators.api.config.WorkerAssignment` per player, each with its own seed
+    (derived from the operator's seed and the player's position) unless its settings give one;
+    the game's ``env_kwargs``, each player's display name and the render modes to try
+    (``game_render``, or ``ansi`` with ``render``) travel in its settings
+    (:data:`~mosaic.operators.evaluation._game.GAME_SETTINGS`).
     """
     from mosaic.operators.api.config import OperatorConfig
 
-    settings: dict[str, Any] = dict(spec.settings)
     index = [s.id for s in config.operators].index(spec.id)
+    if spec.players is not None:
+        return _game_config_for(spec, config, index,
+                                tuple(game_render) or (("ansi",) if render else ()))
+    if spec.type is None:  # load_evaluation refuses it: a type or players is required
+        raise ValueError(f"operator {spec.id!r} has neither a type nor players")
+    settings: dict[str, Any] = dict(spec.settings)
     settings.setdefault("seed", config.operator_seed(index))
     if spec.env_kwargs:
         settings["env_kwargs"] = dict(spec.env_kwargs)
@@ -157,6 +178,44 @@ def operator_config_for(
     )
 
 
+def _game_config_for(spec: OperatorSpec, config: EvaluationConfig, index: int,
+                     render_modes: tuple[str, ...]) -> Any:
+    from mosaic.operators.api.config import OperatorConfig, WorkerAssignment
+
+    players = spec.players or {}
+    assignments = {}
+    for position, (player, player_spec) in enumerate(players.items()):
+        settings: dict[str, Any] = dict(player_spec.settings)
+        settings.setdefault("seed", operator_seed(config.operator_seed(index), position))
+        assignments[player] = WorkerAssignment(
+            worker_id=f"{player_spec.type}_worker", worker_type=player_spec.type,
+            settings=settings,
+            command=tuple(player_spec.command) if player_spec.command is not None else None)
+    return OperatorConfig.multi_agent(
+        operator_id=spec.id,
+        display_name=spec.label,
+        env_name=spec.env.partition(":")[0],
+        task=spec.env,
+        worker_assignments=assignments,
+        settings={"env_kwargs": dict(spec.env_kwargs), "render_modes": list(render_modes),
+                  "display_names": {player: player_spec.display_name or player
+                                    for player, player_spec in players.items()}},
+        max_steps=config.max_steps,
+    )
+
+
+def _describe(spec: OperatorSpec) -> dict[str, Any]:
+    """An operator in the ``run`` record; a game's with its players."""
+    described: dict[str, Any] = {"id": spec.id, "type": spec.kind, "display_name": spec.label,
+                                 "env": spec.env}
+    if spec.players is not None:
+        described["players"] = {
+            player: {"operator": f"{spec.id}.{player}", "type": player_spec.type,
+                     "display_name": player_spec.display_name or player}
+            for player, player_spec in spec.players.items()}
+    return described
+
+
 def _run_header(config: EvaluationConfig) -> dict[str, Any]:
     return {
         "kind": "run",
@@ -167,10 +226,7 @@ def _run_header(config: EvaluationConfig) -> dict[str, Any]:
         "seeds": config.episode_seeds(),
         "seed": config.run_seed,
         "max_steps": config.max_steps,
-        "operators": [
-            {"id": s.id, "type": s.type, "display_name": s.label, "env": s.env}
-            for s in config.operators
-        ],
+        "operators": [_describe(s) for s in config.operators],
     }
 
 
@@ -277,7 +333,7 @@ def run_script(
         uid=config.uid,
         telemetry_path=path,
         episodes_planned=config.episode_count,
-        operators={lane.operator_id: lane.result for lane in lanes},
+        operators={key: result for lane in lanes for key, result in lane.results().items()},
         run_id=run_id,
     )
 
@@ -331,7 +387,13 @@ def run_script_file(
         return EXIT_BAD_INPUT
 
     def progress(record: Mapping[str, Any]) -> None:
-        if record["kind"] == "episode":
+        if record["kind"] == "episode" and "players" in record:
+            returns = ", ".join(f"{player} {summary['return']:g}" + (
+                f" ({summary['llm']['fallbacks']} fallbacks)" if "llm" in summary else "")
+                for player, summary in record["players"].items())
+            print(f"  {record['operator']}: episode {record['episode']} (seed {record['seed']}) "
+                  f"returns {returns} in {record['length']} steps", flush=True)
+        elif record["kind"] == "episode":
             print(
                 f"  {record['operator']}: episode {record['episode']} (seed {record['seed']}) "
                 f"return {record['total_reward']:g} in {record['length']} steps",
