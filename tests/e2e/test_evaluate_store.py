@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,11 @@ def test_a_failing_operator_is_failed_with_its_error(tmp_path: Path, process_tag
     assert "status       failed" in shown.stdout and f"error        {error}" in shown.stdout
 
 
+def steps_per_run(store: Path) -> dict[int, int]:
+    """The steps recorded of each run of ``store`` that has one."""
+    return dict(query(store, "SELECT run_id, COUNT(*) FROM steps GROUP BY run_id"))
+
+
 def test_sigint_cancels_the_runs_and_keeps_what_was_played(tmp_path: Path,
                                                            process_tag: str) -> None:
     path = write_evaluation(tmp_path, episodes=500, max_steps=0, step_pacing=0.01)
@@ -88,6 +94,12 @@ def test_sigint_cancels_the_runs_and_keeps_what_was_played(tmp_path: Path,
     proc = start_mosaic("evaluate", str(path), "--quiet")
     try:
         wait_for_steps(store, proc, minimum=30)
+        # The lanes need not keep pace (on a busy machine one worker is scheduled less):
+        # each must have played some of what the store is checked for below.
+        deadline = time.monotonic() + 30
+        while len(counts := steps_per_run(store)) < 2 or min(counts.values()) < 15:
+            assert proc.poll() is None and time.monotonic() < deadline, counts
+            time.sleep(0.05)
         took = signal_and_time(proc, signal.SIGINT)
         assert proc.returncode == 130, finish(proc)
     finally:
