@@ -170,3 +170,42 @@ def test_a_player_with_too_many_fallbacks_fails_the_game_by_name(tmp_path: Path)
     tallies = {key: (r.llm.fallbacks, r.llm.actions) if r.llm else None
                for key, r in result.operators.items()}
     assert tallies == {"game.player_1": None, "game.player_2": (3, 3)}
+
+
+def rock_paper_scissors(meet: Path, step_timeout: float, meeting: int = 2) -> Any:
+    """A parallel game of two players that answer only once ``meeting`` players were asked."""
+    meet.mkdir()
+    player = {"type": "command", "command": [
+        sys.executable, str(FIXTURE), "--mode", "rendezvous", "--meet", str(meet),
+        "--players", str(meeting)]}
+    return parse_evaluation({
+        "uid": "rps", "seeds": [3], "max_steps": 3,
+        "timeouts": {"step": step_timeout, "reset": 30, "stop": 3},
+        "operators": [{"id": "game", "env": "pettingzoo:classic.rps_v2",
+                       "env_kwargs": {"api": "parallel"},
+                       "players": {"player_0": player, "player_1": player}}]})
+
+
+def test_a_parallel_games_players_are_asked_together(tmp_path: Path) -> None:
+    # Each worker answers only once the other has been asked too (or fails after 10 s): the
+    # game lane sends every acting player's select_action before it awaits any answer.
+    meet = tmp_path / "meet"
+    config = rock_paper_scissors(meet, 20)
+    result = run_script(config, telemetry_path=tmp_path / "t.jsonl")
+    assert result.ok, result.failures
+    records = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    steps = [(r["step_index"], r["player"], r["action"]) for r in records if r["kind"] == "step"]
+    assert steps == [(i, p, 0) for i in range(3) for p in ("player_0", "player_1")]
+    assert sorted(path.name for path in meet.iterdir()) == [
+        f"player_{p}-{n}" for p in (0, 1) for n in (1, 2, 3)]
+
+
+def test_a_parallel_player_that_does_not_answer_fails_the_game_by_the_step_timeout(
+        tmp_path: Path) -> None:
+    # They wait for a third player that never comes: no answer within the step timeout.
+    result = run_script(rock_paper_scissors(tmp_path / "meet", 1.0, meeting=3),
+                        telemetry_path=tmp_path / "t.jsonl")
+    [failure] = result.failures
+    assert (failure.phase, failure.cause, failure.step_index) == ("step", "timeout", 0)
+    assert "its player 'game.player_0': its worker sent no reply within 1 s (the step " \
+           "timeout)" in failure.message

@@ -139,6 +139,32 @@ class MultiAgentOperatorHandle:
                 return replies
             time.sleep(0.002)
 
+    def gather_actions(self, timeout: float) -> dict[str, dict[str, Any] | None]:
+        """Wait, up to ``timeout`` in all, for the reply of every player asked by
+        :meth:`send_select_action` and not yet answered (:meth:`poll_all_responses`); each
+        one's reply, in player order, None for a player whose reply did not come (it is asked
+        no more). A crashed worker raises as it is read. Check each reply with
+        :meth:`action_reply`."""
+        asked = [player for player in self.player_handles if player in self._pending]
+        deadline = time.monotonic() + timeout
+        replies: dict[str, dict[str, Any]] = {}
+        while len(replies) < len(asked):
+            replies.update(self.poll_all_responses(max(0.0, deadline - time.monotonic())))
+            if time.monotonic() >= deadline:
+                break
+        self._pending.clear()
+        return {player: replies.get(player) for player in asked}
+
+    def action_reply(self, player_id: str, reply: dict[str, Any] | None,
+                     timeout: float) -> dict[str, Any]:
+        """``player_id``'s gathered ``reply`` if it is an ``action_selected``; raises as
+        :meth:`select_action` does: a :class:`~mosaic.core.errors.WorkerTimeout` when it did
+        not come within ``timeout``, for an ``error`` reply, or for a reply of another type."""
+        handle = self.player_handles[player_id]
+        if reply is None:
+            raise handle._timeout(timeout)
+        return handle._expect(handle._checked(reply, False), p.RESP_ACTION_SELECTED)
+
     def stop_all(self, timeout: float = 3.0) -> dict[str, int | None]:
         """Stop every worker in parallel; returns each player's exit code.
 

@@ -23,8 +23,9 @@ space's origin); an exception from a player or from the game aborts the episode,
 fails with the cause (its workers stopped, the other lanes going on).
 
 One lane step is one step of the game: one player's move in a turn-based (AEC) game; in a
-parallel game every acting player's action, asked one after another. Telemetry names the
-player of each step and keeps returns, actions and LLM fallbacks per player.
+parallel game every acting player's action, all of them asked before any answer is awaited
+(``send_select_action``, then ``gather_actions``), so their workers think side by side.
+Telemetry names the player of each step and keeps returns, actions and LLM fallbacks per player.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from gymnasium import spaces
 
-from mosaic.core.errors import MosaicError, WorkerError
+from mosaic.core.errors import MosaicError, WorkerCrashed, WorkerError
 from mosaic.environments.factory import make_environment
 from mosaic.operators import protocol as p
 from mosaic.operators.api.operator import NamedOperator, StepSnapshot
@@ -277,8 +278,11 @@ class GameLane(Lane):
         outcome = self._outcome
         chosen: dict[str, tuple[Any, dict[str, Any]]] = {}
         try:
-            for player in outcome.acting:
-                chosen[player] = self._ask(player, outcome)
+            if len(outcome.acting) > 1:
+                chosen = self._ask_together(outcome)
+            else:
+                for player in outcome.acting:
+                    chosen[player] = self._ask(player, outcome)
             self._culprit = None
             after = self._env.step({player: action for player, (action, _) in chosen.items()})
             for player, (action, _) in chosen.items():
@@ -308,26 +312,66 @@ class GameLane(Lane):
 
     def _ask(self, player: str, outcome: Outcome) -> tuple[Any, dict[str, Any]]:
         """The action of ``player`` through the policy mapping, and its worker's reply."""
-        state = self.player_state.get(player)
-        self._culprit = state.actor_id if state is not None else None
-        space = self._env.slots[player][1] if self._env is not None else None
-        mask = outcome.legal_actions.get(player)
-        legal = ([int(i) for i in np.flatnonzero(np.asarray(mask))]
-                 if mask is not None else None)
+        legal = self._legal(player, outcome)
         snapshot = StepSnapshot(step_index=self.steps, observation=outcome.observations[player],
                                 agent_id=player, legal_actions=legal,
                                 episode_index=self.episode_index or 0, seed=self.seed)
         action = self.mapping.select_action_for(player, snapshot, self.players)  # KeyError
         actor = self.players.get_active_actor()
         reply = actor.last_reply if isinstance(actor, PlayerActor) else {}
+        return self._taken(player, action, legal), reply
+
+    def _ask_together(self, outcome: Outcome) -> dict[str, tuple[Any, dict[str, Any]]]:
+        """The actions of a parallel game's acting players, all asked before any answer is
+        awaited (``send_select_action``, then ``gather_actions``): their workers think side by
+        side, so one LLM player's wait does not add to the next one's. Each player's actor is
+        the one the policy mapping names (``KeyError`` when none plays it, before any is
+        asked); its answer is taken as :meth:`_ask` takes one."""
+        legal: dict[str, list[int] | None] = {}
+        actors: dict[str, str] = {}
+        for player in outcome.acting:
+            legal[player] = self._legal(player, outcome)
+            actors[player] = self.mapping.get_actor_id(player)  # KeyError: no actor plays it
+            self.players.get_actor(actors[player])  # KeyError: mapped to no registered actor
+        for player in outcome.acting:
+            self._culprit = actors[player]
+            self.handle.send_select_action(player, outcome.observations[player], legal[player])
+        try:
+            replies = self.handle.gather_actions(self.timeouts.step)
+        except WorkerCrashed as exc:  # the worker that exited: operator <lane>.<player>
+            self._culprit = exc.operator_id
+            raise
+        chosen = {}
+        for player in outcome.acting:
+            self._culprit = actors[player]
+            reply = self.handle.action_reply(player, replies[player], self.timeouts.step)
+            self.players.set_active_actor(actors[player])
+            actor = self.players.get_active_actor()
+            if isinstance(actor, PlayerActor):
+                actor.last_reply = reply
+            chosen[player] = self._taken(player, reply.get("action"), legal[player]), reply
+        return chosen
+
+    def _legal(self, player: str, outcome: Outcome) -> list[int] | None:
+        """The legal actions of ``player`` in ``outcome`` (None: all), and it is the culprit of
+        what goes wrong next."""
+        state = self.player_state.get(player)
+        self._culprit = state.actor_id if state is not None else None
+        mask = outcome.legal_actions.get(player)
+        return [int(i) for i in np.flatnonzero(np.asarray(mask))] if mask is not None else None
+
+    def _taken(self, player: str, action: Any, legal: list[int] | None) -> Any:
+        """``player``'s ``action`` as the game takes it: None is the no-op; anything outside
+        its action space is refused (MosaicError)."""
+        space = self._env.slots[player][1] if self._env is not None else None
         if action is None:  # the no-op
-            return noop_action(space, legal), reply
+            return noop_action(space, legal)
         if isinstance(space, spaces.Discrete) and (isinstance(action, bool)
                                                    or not isinstance(action, int)):
             raise MosaicError(f"it chose {action!r}, which is not in its action space {space}")
         if space is not None and not space.contains(action):
             raise MosaicError(f"it chose {action!r}, which is not in its action space {space}")
-        return action, reply
+        return action
 
     def _record_game_step(self, chosen: Mapping[str, tuple[Any, dict[str, Any]]],
                           after: Outcome) -> None:
