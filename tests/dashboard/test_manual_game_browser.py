@@ -4,7 +4,6 @@ Reset All on a shared seed."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -12,18 +11,10 @@ from selenium.webdriver.common.by import By
 
 from tests.dashboard.browser import screenshot, wait_for
 from tests.dashboard.conftest import REPO, served
-from tests.operators.llm_server import LLMTestServer, Reply
+from tests.operators.chess_prompts import first_move
+from tests.operators.llm_server import LLMTestServer
 
 EXAMPLE = REPO / "examples" / "evaluate_chess_llm_vs_llm.yml"
-
-
-def _first_move(body: dict[str, Any]) -> Reply:
-    """The first legal move shown in the last position, in SAN."""
-    last = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user"
-                and m["content"].endswith("Your move?"))
-    found = re.search(r"Legal moves \(SAN\): ([^,\n]*)", last)
-    assert found is not None
-    return Reply(f"I play {found.group(1)}.")
 
 
 def _row(browser: Any, player: str) -> Any:
@@ -46,8 +37,8 @@ def _status(browser: Any) -> str:
 
 def test_two_llms_play_chess_in_the_browser_step_all_and_reset_all(
         browser: Any, tmp_path: Path, process_tag: str) -> None:
-    with LLMTestServer(responder=_first_move) as white, \
-            LLMTestServer(responder=_first_move) as black:
+    with LLMTestServer(responder=first_move) as white, \
+            LLMTestServer(responder=first_move) as black:
         path = tmp_path / "chess.yml"
         path.write_text(EXAMPLE.read_text()
                         .replace("http://127.0.0.1:8000/v1", white.base_url)

@@ -7,16 +7,15 @@ counted for the player that made them."""
 from __future__ import annotations
 
 import re
-import threading
 from pathlib import Path
-from typing import Any, ClassVar
 
 import chess
 import pytest
 
 from mosaic.messages.codec import unpack
 from tests.e2e.cli import REPO, query, run_mosaic, write_experiment
-from tests.operators.llm_server import LLMTestServer, Reply
+from tests.operators.chess_prompts import LastMoveModel, first_move
+from tests.operators.llm_server import LLMTestServer
 from workers._chess_position import legal_moves
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -25,44 +24,14 @@ EXAMPLE = REPO / "examples" / "chess_llm_vs_llm.yml"
 PLIES = 10  # per game: five moves each
 
 
-def last_turn(body: dict[str, Any]) -> str:
-    """The last position shown in a request's conversation (re-asks come after it)."""
-    return next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user"
-                and m["content"].endswith("Your move?"))
+white_model = first_move
 
 
-def shown_moves(body: dict[str, Any]) -> list[str]:
-    """The legal moves listed in the last position shown."""
-    found = re.search(r"Legal moves \(SAN\): (.*)\n", last_turn(body))
-    assert found is not None
-    return found.group(1).split(", ")
-
-
-def white_model(body: dict[str, Any]) -> Reply:
-    """Always the first legal move shown, in SAN, with words around it."""
-    return Reply(f"After some thought, I play {shown_moves(body)[0]}.")
-
-
-class BlackModel:
+def black_model() -> LastMoveModel:
     """The last legal move shown, in UCI; but on its first move it first refuses and then
     names an illegal move, and on its second it never names a legal one (the fallback)."""
-
-    BAD: ClassVar[dict[int, str]] = {0: "I resign.", 1: "Let me play e2e4", 3: "hmm", 4: "hmm",
-                                     5: "still thinking"}
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.lock = threading.Lock()
-
-    def __call__(self, body: dict[str, Any]) -> Reply:
-        with self.lock:
-            call, self.calls = self.calls, self.calls + 1
-        if call in self.BAD:
-            return Reply(self.BAD[call])
-        fen = re.search(r"FEN: (.*)\n", last_turn(body))
-        assert fen is not None
-        board = chess.Board(fen.group(1))
-        return Reply(board.parse_san(shown_moves(body)[-1]).uci())
+    return LastMoveModel({0: "I resign.", 1: "Let me play e2e4", 3: "hmm", 4: "hmm",
+                          5: "still thinking"})
 
 
 def replay(actions: list[tuple[str, int]]) -> list[tuple[str, chess.Board, chess.Move]]:
@@ -85,7 +54,7 @@ def metric(store: Path, run_id: int, agent: str, name: str) -> tuple[int, float]
 
 def test_two_llms_play_chess_each_in_its_worker_then_one_plays_a_trained_policy(
         tmp_path: Path, process_tag: str) -> None:
-    black = BlackModel()
+    black = black_model()
     with LLMTestServer(responder=white_model) as one, LLMTestServer(responder=black) as two:
         text = (EXAMPLE.read_text().replace("http://127.0.0.1:8000/v1", one.base_url)
                 .replace("http://127.0.0.1:8001/v1", two.base_url)

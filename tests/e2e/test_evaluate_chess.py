@@ -11,15 +11,15 @@ import json
 import os
 import re
 import subprocess
-import threading
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import chess
 import pytest
 
 from tests.e2e.cli import REPO, mosaic_command, query, run_mosaic, write_experiment
-from tests.operators.llm_server import LLMTestServer, Reply
+from tests.operators.chess_prompts import LastMoveModel, first_move
+from tests.operators.llm_server import LLMTestServer
 from workers._chess_position import legal_moves
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
@@ -28,40 +28,13 @@ EXAMPLE = REPO / "examples" / "evaluate_chess_llm_vs_llm.yml"
 PLIES = 6  # per game: three moves each
 
 
-def _last_turn(body: dict[str, Any]) -> str:
-    return next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user"
-                and m["content"].endswith("Your move?"))
+white_model = first_move
 
 
-def _shown(body: dict[str, Any]) -> list[str]:
-    found = re.search(r"Legal moves \(SAN\): (.*)\n", _last_turn(body))
-    assert found is not None
-    return found.group(1).split(", ")
-
-
-def white_model(body: dict[str, Any]) -> Reply:
-    """The first legal move shown, in SAN, with words around it."""
-    return Reply(f"I play {_shown(body)[0]}.")
-
-
-class BlackModel:
+def black_model() -> LastMoveModel:
     """The last legal move shown, in UCI; its first answer of the run is illegal (asked again),
     and on its second move it never names a legal move (the fallback, after two re-asks)."""
-
-    BAD: ClassVar[dict[int, str]] = {0: "Let me play e2e4", 2: "hmm", 3: "hmm", 4: "still"}
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.lock = threading.Lock()
-
-    def __call__(self, body: dict[str, Any]) -> Reply:
-        with self.lock:
-            call, self.calls = self.calls, self.calls + 1
-        if call in self.BAD:
-            return Reply(self.BAD[call])
-        fen = re.search(r"FEN: (.*)\n", _last_turn(body))
-        assert fen is not None
-        return Reply(chess.Board(fen.group(1)).parse_san(_shown(body)[-1]).uci())
+    return LastMoveModel({0: "Let me play e2e4", 2: "hmm", 3: "hmm", 4: "still"})
 
 
 def _evaluation(folder: Path, white: str, black: str, telemetry: str) -> Path:
@@ -91,7 +64,7 @@ def _replay(steps: list[dict[str, Any]]) -> list[tuple[str, chess.Board, chess.M
 
 def test_llm_vs_llm_chess_runs_in_script_mode_with_telemetry_per_player(
         tmp_path: Path, process_tag: str) -> None:
-    black = BlackModel()
+    black = black_model()
     telemetry, store = tmp_path / "chess.jsonl", tmp_path / "chess.sqlite"
     with LLMTestServer(responder=white_model) as one, LLMTestServer(responder=black) as two:
         path = _evaluation(tmp_path, one.base_url, two.base_url, str(telemetry))

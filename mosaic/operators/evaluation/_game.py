@@ -240,15 +240,9 @@ class GameLane(Lane):
     def reset(self, episode_index: int) -> bool:
         """Broadcast the seed to every player's actor, reset each one's worker on it, and the
         game; False (and a failure) if one fails."""
-        if not self.alive:
+        seed = self._begin(episode_index)
+        if seed is None:
             return False
-        if self.next_seed is None:
-            raise RuntimeError(f"operator {self.operator_id!r}: no seed was broadcast before "
-                               "its reset")
-        seed = self.next_seed
-        self.episode_index, self.seed = episode_index, seed
-        self.in_episode, self.steps, self.episode_reward = False, 0, 0.0
-        self.last_step = None
         for state in self.player_state.values():
             state.new_episode()
         self.players.seed(seed)

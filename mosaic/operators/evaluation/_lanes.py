@@ -121,16 +121,9 @@ class Lane:
     def reset(self, episode_index: int) -> bool:
         """Start episode ``episode_index`` on the seed last broadcast (:attr:`next_seed`);
         False (and a failure) if the worker fails."""
-        if not self.alive:
+        seed = self._begin(episode_index)
+        if seed is None:
             return False
-        if self.next_seed is None:
-            raise RuntimeError(f"operator {self.operator_id!r}: no seed was broadcast before "
-                               "its reset")
-        seed = self.next_seed
-        self.episode_index, self.seed = episode_index, seed
-        self.in_episode, self.steps, self.episode_reward = False, 0, 0.0
-        self.last_step = None
-        self.episode_llm = None
         try:
             ready = self.handle.reset(seed, timeout=self.timeouts.reset)
         except WorkerError as exc:
@@ -139,6 +132,21 @@ class Lane:
         self.last_render = ready.get("render_payload") if isinstance(ready, dict) else None
         self.in_episode = True
         return True
+
+    def _begin(self, episode_index: int) -> int | None:
+        """The seed last broadcast (:attr:`next_seed`), on which episode ``episode_index``
+        starts now, the episode's counts cleared; None when the lane has failed."""
+        if not self.alive:
+            return None
+        if self.next_seed is None:
+            raise RuntimeError(f"operator {self.operator_id!r}: no seed was broadcast before "
+                               "its reset")
+        seed = self.next_seed
+        self.episode_index, self.seed = episode_index, seed
+        self.in_episode, self.steps, self.episode_reward = False, 0, 0.0
+        self.last_step = None
+        self.episode_llm = None
+        return seed
 
     def step(self) -> bool:
         """Take one step of the current episode; False when none was taken."""

@@ -29,52 +29,15 @@ class TimeoutsSpec(StrictModel):
     stop: Annotated[float, Field(gt=0, description="a number > 0 (seconds to stop)")] = 5.0
 
 
-class PlayerSpec(StrictModel):
-    """One player of a game operator: the worker that chooses that player's actions."""
+_TYPE = Field(description="one of " + ", ".join(OPERATOR_TYPES) + " or a plug-in's type")
 
-    type: Annotated[
-        str, Field(description="one of " + ", ".join(OPERATOR_TYPES) + " or a plug-in's type"),
-    ]
+
+class _Worker(StrictModel):
+    """What names a worker: its ``type`` (its settings checked against it), a display name, its
+    settings, and the command of a ``command`` worker."""
+
+    type: Annotated[str | None, _TYPE] = None
     display_name: str | None = None
-    settings: dict[str, Any] = Field(
-        default_factory=dict, description="a mapping of type-specific worker settings"
-    )
-    command: Annotated[
-        list[str] | None,
-        Field(min_length=1, description="the worker program and its arguments, as a list"),
-    ] = None
-
-    @field_validator("type")
-    @classmethod
-    def _known(cls, kind: str) -> str:
-        raise_if_any(type_problems(kind, ()))
-        return kind
-
-
-class OperatorSpec(StrictModel):
-    """One operator of an evaluation: a worker subprocess with its own environment instance
-    (``type``), or a multi-agent game the driver owns with one worker per player
-    (``players``)."""
-
-    id: Annotated[
-        str, Field(pattern=NAME_PATTERN, description=f"a unique operator id {_NAME}")
-    ]
-    type: Annotated[
-        str | None,
-        Field(description="one of " + ", ".join(OPERATOR_TYPES) + " or a plug-in's type"),
-    ] = None
-    env: Annotated[
-        str, Field(min_length=1, description="a Gymnasium environment id, e.g. CartPole-v1, or "
-                                             "a PettingZoo game, e.g. pettingzoo:classic.chess_v6")
-    ]
-    players: Annotated[
-        dict[str, PlayerSpec] | None,
-        Field(min_length=1, description="a mapping of each player of the game to its worker"),
-    ] = None
-    display_name: str | None = None
-    env_kwargs: dict[str, Any] = Field(
-        default_factory=dict, description="a mapping of keyword arguments for gymnasium.make"
-    )
     settings: dict[str, Any] = Field(
         default_factory=dict, description="a mapping of type-specific worker settings"
     )
@@ -89,6 +52,33 @@ class OperatorSpec(StrictModel):
         if kind is not None:
             raise_if_any(type_problems(kind, ()))
         return kind
+
+
+class PlayerSpec(_Worker):
+    """One player of a game operator: the worker that chooses that player's actions."""
+
+    type: Annotated[str, _TYPE]
+
+
+class OperatorSpec(_Worker):
+    """One operator of an evaluation: a worker subprocess with its own environment instance
+    (``type``), or a multi-agent game the driver owns with one worker per player
+    (``players``)."""
+
+    id: Annotated[
+        str, Field(pattern=NAME_PATTERN, description=f"a unique operator id {_NAME}")
+    ]
+    env: Annotated[
+        str, Field(min_length=1, description="a Gymnasium environment id, e.g. CartPole-v1, or "
+                                             "a PettingZoo game, e.g. pettingzoo:classic.chess_v6")
+    ]
+    players: Annotated[
+        dict[str, PlayerSpec] | None,
+        Field(min_length=1, description="a mapping of each player of the game to its worker"),
+    ] = None
+    env_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="a mapping of keyword arguments for gymnasium.make"
+    )
 
     @property
     def label(self) -> str:
