@@ -10,6 +10,10 @@ sends the field in that shape is accounted for the same way. Script mode, Manual
 action's account as metrics (:func:`account_metrics`) and fail an operator whose fallback share
 exceeds ``max_fallback_fraction`` (:data:`DEFAULT_MAX_FALLBACK_FRACTION` unless set), checked at
 the end of every episode over all its actions so far.
+
+A BDI worker's ``bdi`` account (``source`` ``plan`` or ``fallback``, ``reason`` ``no_action``
+or ``cycle_limit``: see :mod:`mosaic.operators.bdi`) is taken by :func:`bdi_account_of` and
+kept in a tally of its own (``kind`` ``bdi``), held to the same ``max_fallback_fraction``.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ __all__ = [
     "FallbackTally",
     "account_metrics",
     "account_of",
+    "bdi_account_of",
 ]
 
 #: A run whose share of fallback actions is above this fails (``max_fallback_fraction``).
@@ -34,6 +39,14 @@ def account_of(reply: Mapping[str, Any]) -> dict[str, Any] | None:
     """The ``llm`` account of a worker reply, or None when it has none (or a malformed one)."""
     account = reply.get("llm")
     if isinstance(account, Mapping) and account.get("source") in ("model", "fallback"):
+        return dict(account)
+    return None
+
+
+def bdi_account_of(reply: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``bdi`` account of a worker reply, or None when it has none (or a malformed one)."""
+    account = reply.get("bdi")
+    if isinstance(account, Mapping) and account.get("source") in ("plan", "fallback"):
         return dict(account)
     return None
 
@@ -70,8 +83,10 @@ def account_metrics(account: Mapping[str, Any]) -> list[tuple[str, float]]:
 
 @dataclass
 class FallbackTally:
-    """The accounts of one operator's actions, added up."""
+    """The accounts of one operator's actions, added up: its LLM worker's (``kind`` ``llm``)
+    or its BDI worker's (``bdi``, which has no tokens, retries or endpoint)."""
 
+    kind: str = "llm"
     actions: int = 0
     fallbacks: int = 0
     prompt_tokens: int = 0
@@ -118,12 +133,15 @@ class FallbackTally:
         text = f"{self.fallbacks} of {self.actions} actions were fallbacks"
         if self.reasons:
             text += " (" + ", ".join(f"{r}: {n}" for r, n in sorted(self.reasons.items())) + ")"
+        if self.kind != "llm":
+            return text
         text += f"; tokens {self.prompt_tokens} prompt, {self.completion_tokens} completion"
         return text + (f"; {self.retries} retries" if self.retries else "")
 
     def failure(self, max_fraction: float) -> str:
         """Why an operator whose share :meth:`exceeds` ``max_fraction`` fails: the share, the
         endpoint and the first error."""
+        where = f"; endpoint {self.endpoint or 'unknown'}" if self.kind == "llm" else ""
         return (f"{self.fallbacks} of {self.actions} actions ({self.share:.0%}) came from the "
-                f"fallback, more than max_fallback_fraction {max_fraction:g}; endpoint "
-                f"{self.endpoint or 'unknown'}; first error: {self.first_error}")
+                f"fallback, more than max_fallback_fraction {max_fraction:g}{where}; first "
+                f"error: {self.first_error}")

@@ -132,3 +132,35 @@ seeds: [1]
     assert (f"{path}:6: operators[0].settings.plan_library: plan library {plans}, line 3, "
             "column 2: expected term, got '!'") in result.stderr
     assert not (tmp_path / "t.jsonl").exists()  # refused before any worker started
+
+
+def test_script_mode_fails_a_bdi_operator_with_too_many_fallbacks(
+        tmp_path: Path, process_tag: str) -> None:
+    # Its plans act at the first step only: the other four are fallbacks, more than half.
+    plans = tmp_path / "once.asl"
+    plans.write_text("+step(0) <- do(forward).\n")
+    path = write_experiment(tmp_path, f"""\
+        uid: bdi-fallbacks
+        operators:
+          - id: bdi
+            type: bdi
+            env: minigrid:MiniGrid-Empty-Random-5x5-v0
+            settings: {{plan_library: "{plans}"}}
+        seeds: [0]
+        max_steps: 5
+        max_fallback_fraction: 0.5
+    """)
+    telemetry = tmp_path / "t.jsonl"
+    result = run_mosaic("evaluate", str(path), "--telemetry", str(telemetry), "--store",
+                        str(tmp_path / "r.sqlite"))
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    records = [json.loads(line) for line in telemetry.read_text().splitlines()]
+    sources = [r["bdi"]["source"] for r in records if r["kind"] == "step"]
+    assert sources == ["plan"] + ["fallback"] * 4
+    [failure] = [r for r in records if r["kind"] == "failure"]
+    assert (failure["phase"], failure["cause"]) == ("fallbacks", "fallbacks")
+    assert "4 of 5 actions (80%) came from the fallback, more than max_fallback_fraction " \
+           "0.5; first error: no_action" in failure["message"]
+    assert "bdi bdi: 4 of 5 actions were fallbacks (no_action: 4); first error: no_action" \
+        in result.stdout

@@ -44,8 +44,8 @@ from mosaic.operators import protocol as p
 from mosaic.operators.api.operator import NamedOperator, StepSnapshot
 from mosaic.operators.api.services import ActorService, PolicyMappingService
 from mosaic.operators.evaluation._lanes import Lane
-from mosaic.operators.evaluation._results import EpisodeResult, OperatorResult
-from mosaic.operators.llm_accounting import FallbackTally, account_of
+from mosaic.operators.evaluation._results import EpisodeResult, OperatorResult, fallback_share
+from mosaic.operators.llm_accounting import FallbackTally, account_of, bdi_account_of
 from mosaic.operators.worker.runtime import noop_action
 from mosaic.runtime.processes.child import describe_exit
 
@@ -393,6 +393,12 @@ class GameLane(Lane):
             }
             if state.last_move is not None:
                 record["move"] = state.last_move
+            bdi = bdi_account_of(reply)
+            if bdi is not None:
+                if state.result.bdi is None:
+                    state.result.bdi = FallbackTally(kind="bdi")
+                state.result.bdi.add(bdi)
+                record["bdi"] = bdi
             account = account_of(reply)
             if account is not None:
                 state.account(account)
@@ -418,12 +424,12 @@ class GameLane(Lane):
             "episode", total_reward=self.episode_reward, length=self.steps,
             terminated=terminated, truncated=truncated, ended_by=ended_by))
         for state in self.player_state.values():
-            tally = state.result.llm
-            if tally is not None and tally.exceeds(self.max_fallback_fraction):
-                self._culprit = state.actor_id
-                self._record_failure("fallbacks", "fallbacks",
-                                     tally.failure(self.max_fallback_fraction), self.stop())
-                return
+            for tally in state.result.tallies:
+                if tally.exceeds(self.max_fallback_fraction):
+                    self._culprit = state.actor_id
+                    self._record_failure("fallbacks", "fallbacks",
+                                         tally.failure(self.max_fallback_fraction), self.stop())
+                    return
 
     def episode_record(self, kind: str, **fields: Any) -> dict[str, Any]:
         """A telemetry record ``kind`` of the current episode: operator, episode and seed, then
@@ -470,8 +476,7 @@ class GameLane(Lane):
                        operator_type=state.kind, to_act=player in acting,
                        last_action=state.last_action, last_move=state.last_move,
                        episode_return=state.episode_return, actions=state.actions,
-                       fallbacks=(None if state.result.llm is None
-                                  else f"{state.result.llm.fallbacks}/{state.result.llm.actions}"))
+                       fallbacks=fallback_share(state.result))
             for player, state in self.player_state.items())
 
 

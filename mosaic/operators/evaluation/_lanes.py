@@ -28,6 +28,7 @@ from mosaic.operators.llm_accounting import (
     DEFAULT_MAX_FALLBACK_FRACTION,
     FallbackTally,
     account_of,
+    bdi_account_of,
 )
 from mosaic.runtime.processes.child import describe_exit
 
@@ -59,8 +60,9 @@ class Lane:
     truncated, or after ``operator_config.max_steps`` steps.
 
     Replies with an ``llm`` account (:mod:`mosaic.operators.llm_accounting`) are tallied in
-    ``result.llm``; at the end of an episode, an operator whose share of fallback actions so
-    far is above ``max_fallback_fraction`` fails (cause ``fallbacks``).
+    ``result.llm``, a BDI worker's ``bdi`` accounts in ``result.bdi``; at the end of an
+    episode, an operator whose share of fallback actions so far is above
+    ``max_fallback_fraction`` in either fails (cause ``fallbacks``).
     """
 
     def __init__(self, operator_config: Any, timeouts: TimeoutsSpec,
@@ -196,8 +198,12 @@ class Lane:
                 tally.add(account)
             account.pop("endpoint", None)  # in every reply; the tally keeps it once
             record["llm"] = account
-        if isinstance(reply.get("bdi"), Mapping):  # a BDI worker's account of its decision
-            record["bdi"] = dict(reply["bdi"])
+        bdi = bdi_account_of(reply)  # a BDI worker's account of its decision
+        if bdi is not None:
+            if self.result.bdi is None:
+                self.result.bdi = FallbackTally(kind="bdi")
+            self.result.bdi.add(bdi)
+            record["bdi"] = bdi
         self._write(record)
 
     def _tallies(self) -> tuple[FallbackTally, FallbackTally]:
@@ -225,10 +231,11 @@ class Lane:
         self._write(self.episode_record(
             "episode", total_reward=episode.total_reward, length=episode.length,
             terminated=episode.terminated, truncated=episode.truncated, ended_by=ended_by))
-        run_llm = self.result.llm
-        if run_llm is not None and run_llm.exceeds(self.max_fallback_fraction):
-            detail = run_llm.failure(self.max_fallback_fraction)
-            self._record_failure("fallbacks", "fallbacks", detail, self.stop())
+        for tally in self.result.tallies:
+            if tally.exceeds(self.max_fallback_fraction):
+                detail = tally.failure(self.max_fallback_fraction)
+                self._record_failure("fallbacks", "fallbacks", detail, self.stop())
+                return
 
     def episode_record(self, kind: str, **fields: Any) -> dict[str, Any]:
         """A telemetry record ``kind`` of the current episode: operator, episode and seed, then

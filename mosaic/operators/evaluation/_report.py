@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from mosaic.core.text_table import format_table
-from mosaic.operators.evaluation._results import ScriptResult
+from mosaic.operators.evaluation._results import ScriptResult, fallback_share
 
 
 def _number(value: float, digits: int = 2) -> str:
@@ -13,9 +13,9 @@ def _number(value: float, digits: int = 2) -> str:
 
 
 def format_comparison_table(result: ScriptResult) -> str:
-    """A plain-text table: operator, episodes done, mean and std return, mean length, LLM
-    fallbacks (``fallbacks/actions`` for operators whose replies account for them, else ``-``),
-    failures.
+    """A plain-text table: operator, episodes done, mean and std return, mean length,
+    fallbacks (``fallbacks/actions`` for operators whose replies account for them, LLM or BDI,
+    else ``-``), failures.
 
     Operators with fallbacks are explained under the table (reasons, tokens), then failed
     operators with their messages.
@@ -34,15 +34,16 @@ def format_comparison_table(result: ScriptResult) -> str:
                 _number(op.mean_return),
                 _number(op.std_return),
                 _number(op.mean_length, 1),
-                f"{op.llm.fallbacks}/{op.llm.actions}" if op.llm is not None else "-",
+                fallback_share(op) or "-",
                 "1" if op.failed else "0",
             )
         )
     out = [format_table(header, rows, right=range(1, len(header)), rule=True)]
     for op in result.operators.values():
-        if op.llm is not None and op.llm.fallbacks:
-            out.append(f"llm {op.operator_id}: {op.llm.describe()}; first error: "
-                       f"{op.llm.first_error}")
+        for tally in op.tallies:
+            if tally.fallbacks:
+                out.append(f"{tally.kind} {op.operator_id}: {tally.describe()}; first error: "
+                           f"{tally.first_error}")
     for failure in result.failures:
         out.append(f"failed: {failure.message}")
     return "\n".join(out)

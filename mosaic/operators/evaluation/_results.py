@@ -54,6 +54,13 @@ class OperatorResult:
     failure: OperatorFailure | None = None
     #: Where its actions came from, for an operator whose replies carry an ``llm`` account.
     llm: FallbackTally | None = None
+    #: The same for a BDI worker's ``bdi`` accounts (a plan, or the fallback).
+    bdi: FallbackTally | None = None
+
+    @property
+    def tallies(self) -> tuple[FallbackTally, ...]:
+        """Its tallies of accounted actions (LLM, BDI) that it has."""
+        return tuple(tally for tally in (self.llm, self.bdi) if tally is not None)
 
     @property
     def failed(self) -> bool:
@@ -109,3 +116,12 @@ class ScriptResult:
             if result.failure is not None:
                 found.setdefault(id(result.failure), result.failure)
         return list(found.values())
+
+
+def fallback_share(result: OperatorResult) -> str | None:
+    """``fallbacks/actions`` of the operator's accounted actions (its LLM and BDI tallies
+    added up), or None when its replies account for none."""
+    tallies = result.tallies
+    if not tallies:
+        return None
+    return f"{sum(t.fallbacks for t in tallies)}/{sum(t.actions for t in tallies)}"

@@ -62,8 +62,9 @@ enforces ``max_steps`` for it. A relative ``telemetry`` path (and the default
 checkpoints and commands from the working directory, where the workers run.
 
 ``max_fallback_fraction`` (0 to 1, default 0.5): an operator whose replies account for LLM
-calls (the ``llm`` worker) fails at the end of an episode when more than this share of its
-actions so far came from its fallback (:mod:`mosaic.operators.llm_accounting`).
+calls (the ``llm`` worker) or BDI decisions (the ``bdi`` worker) fails at the end of an episode
+when more than this share of its actions so far came from its fallback
+(:mod:`mosaic.operators.llm_accounting`).
 
 Every problem is reported as :class:`mosaic.core.errors.ConfigError` naming the file, the line,
 the key path (``operators[1].settings.base_url``), what was expected and, for a misspelt key or
