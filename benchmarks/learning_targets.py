@@ -22,6 +22,10 @@ it, against the issue's bar.
 | sac-pendulum | pendulum_sac.yml | -200 | 24k | every seed run; vs SB3's SAC |
 | torch-td3-pendulum | pendulum_td3.yml, TorchTD3Brain | -200 | 24k | every seed; vs td3-pendulum |
 | torch-sac-pendulum | pendulum_sac.yml, TorchSACBrain | -200 | 24k | every seed; vs sac-pendulum |
+| td3-mountaincar | mountaincar_td3.yml | 90 | 100k | every seed run; vs SB3's TD3 |
+
+(MountainCarContinuous-v0's target is the env's "solved" return, here reached by the training
+episodes, which pay for the exploration noise's pushes: stricter than the greedy test phase.)
 
 A comparison runs two examples on the same seeds for the same env steps (their train phases
 only, as the files give them) and prints, per seed, the mean return of each one's last
@@ -39,12 +43,13 @@ A task with a peer also runs, per seed and right after mosaic's run, Stable-Base
 learner (the ``bench`` extra) with the RL Baselines3 Zoo's hyperparameters for the task's
 environment, to the same target measured the same way (its Monitor's episode returns), with a
 budget of 20k env steps (TD3, SAC on Pendulum-v1) or 100k (PPO on 8 copies of CartPole-v1, its
-learning rate and clip range decaying linearly over them), and torch on one thread (mosaic's
+learning rate and clip range decaying linearly over them; TD3 with Ornstein-Uhlenbeck noise on
+MountainCarContinuous-v0, a third of the Zoo's 300k), and torch on one thread (mosaic's
 NumPy learners use one). It prints the peer's env steps, CPU seconds (its process's) and wall
 seconds (its ``learn``) beside mosaic's, and the ratios of their sums over the seeds; the bar
-then also needs, for TD3 and SAC, mosaic within 1.2x the peer's env steps and under its CPU,
-and for PPO at most 0.5x its CPU and less wall time on every seed. ``--no-peers`` leaves the
-peers out. A peer runs in a child process of ``--peer-python``
+then also needs, for TD3 (both tasks) and SAC, mosaic within 1.2x the peer's env steps and
+under its CPU, and for PPO at most 0.5x its CPU and less wall time on every seed.
+``--no-peers`` leaves the peers out. A peer runs in a child process of ``--peer-python``
 (default: this Python), so that Stable-Baselines3 may live in another environment than
 mosaic's (e.g. ``--peer-python /path/to/bench-venv/bin/python``).
 
@@ -111,7 +116,8 @@ class Task:
     target: float
     budget: str  # the name of a condition above
     needed: int | None  # seeds that must meet the target (None: all run)
-    peer: str | None = None  # a Stable-Baselines3 learner run alongside: "PPO", "SAC" or "TD3"
+    # A Stable-Baselines3 learner run alongside: "PPO", "SAC", "TD3" or "TD3-MountainCar"
+    peer: str | None = None
     reference: str | None = None  # another task run alongside, whose wall time this one's is
     # compared to
     brain: str | None = None  # the brain the example's first agent uses instead of its own
@@ -132,6 +138,7 @@ TASKS = {
     "torch-sac-pendulum": Task("pendulum_sac.yml", -200.0, "within_24k", None,
                                reference="sac-pendulum",
                                brain="mosaic.agents.learners.torch_actor_critic:TorchSACBrain"),
+    "td3-mountaincar": Task("mountaincar_td3.yml", 90.0, "within_100k", None, "TD3-MountainCar"),
 }
 
 
@@ -202,6 +209,7 @@ def compare(name: str, seeds: list[int]) -> bool:
 #: of sums over the seeds).
 PEER_BUDGET = 20_000
 PPO_PEER_BUDGET = 100_000
+MOUNTAINCAR_PEER_BUDGET = 100_000
 STEPS_RATIO = 1.2
 #: The most of SB3's PPO's CPU time mosaic's PPO may take (a ratio of sums over the seeds).
 PPO_CPU_RATIO = 0.5
@@ -221,14 +229,15 @@ def run_peer(algorithm: str, seed: int,
     """(reached, last-20 mean, env steps, CPU seconds, wall seconds) of Stable-Baselines3's
     ``algorithm`` with the RL Baselines3 Zoo's hyperparameters, stopped at ``target`` or its
     budget: PPO on 8 copies of CartPole-v1 (:data:`PPO_PEER_BUDGET`), TD3 and SAC on
-    Pendulum-v1 (:data:`PEER_BUDGET`)."""
+    Pendulum-v1 (:data:`PEER_BUDGET`), ``TD3-MountainCar``: TD3 on MountainCarContinuous-v0
+    (:data:`MOUNTAINCAR_PEER_BUDGET`)."""
     import gymnasium
     import numpy as np
     import stable_baselines3
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.monitor import Monitor
-    from stable_baselines3.common.noise import NormalActionNoise
+    from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
 
     torch.set_num_threads(1)
     returns: list[float] = []
@@ -250,6 +259,14 @@ def run_peer(algorithm: str, seed: int,
             batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0,
             learning_rate=lambda remaining: remaining * 1e-3,
             clip_range=lambda remaining: remaining * 0.2, seed=seed, device="cpu")
+    elif algorithm == "TD3-MountainCar":  # rl-baselines3-zoo hyperparams/td3.yml
+        # MountainCarContinuous-v0: TD3's defaults (400x300 ReLU networks, 100 random steps,
+        # batches of 256) with Ornstein-Uhlenbeck noise of sigma 0.5 (theta 0.15, dt 0.01).
+        budget = MOUNTAINCAR_PEER_BUDGET
+        model = stable_baselines3.TD3(
+            "MlpPolicy", Monitor(gymnasium.make("MountainCarContinuous-v0")),
+            action_noise=OrnsteinUhlenbeckActionNoise(np.zeros(1), 0.5 * np.ones(1)),
+            seed=seed, device="cpu")
     elif algorithm == "SAC":  # rl-baselines3-zoo hyperparams/sac.yml, Pendulum-v1
         model = stable_baselines3.SAC("MlpPolicy", Monitor(gymnasium.make("Pendulum-v1")),
                                       learning_rate=1e-3, seed=seed, device="cpu")

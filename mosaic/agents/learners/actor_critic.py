@@ -170,15 +170,19 @@ class ActorCriticMuscle(SlotSpaces, Muscle):
         self._pending: dict[str, list[Any]] = {}  # slot -> [observation, action, reward]
         self._copy_pending = PendingCopies(context.copies)
 
-    def _explore(self, outputs: np.ndarray) -> np.ndarray:
-        """Exploring actions in [-1, 1] (N, n_actions) for the actor's ``outputs``."""
+    def _explore(self, outputs: np.ndarray, slot: str) -> np.ndarray:
+        """Exploring actions in [-1, 1] (N, n_actions) for the actor's ``outputs`` for
+        ``slot`` (one row per copy with copies, else one)."""
         raise NotImplementedError
+
+    def _copies_begin(self, slot: str, starts: np.ndarray) -> None:
+        """The copies of ``slot`` marked in ``starts`` begin an episode (before they act)."""
 
     def _greedy(self, outputs: np.ndarray) -> np.ndarray:
         """The test-mode actions in [-1, 1] (N, n_actions) for the actor's ``outputs``."""
         raise NotImplementedError
 
-    def _actions(self, x: np.ndarray) -> np.ndarray:
+    def _actions(self, x: np.ndarray, slot: str) -> np.ndarray:
         outputs = (np.zeros((x.shape[0], self.n_outputs)) if self.actor is None
                    else self.actor.forward(x))
         if not self.training:
@@ -186,7 +190,7 @@ class ActorCriticMuscle(SlotSpaces, Muscle):
         if self.steps < self.params.random_steps:
             actions: np.ndarray = self.rng.uniform(-1.0, 1.0, (x.shape[0], self.spaces.n_actions))
         else:
-            actions = self._explore(outputs)
+            actions = self._explore(outputs, slot)
         self.steps += x.shape[0]
         return actions
 
@@ -207,7 +211,7 @@ class ActorCriticMuscle(SlotSpaces, Muscle):
         """An exploring action (the greedy one in test mode), scaled to the space's bounds."""
         observation, _ = unwrap(observation, legal_actions)
         x = self._observations(observation, 1, slot)
-        actions = self._actions(x)
+        actions = self._actions(x, slot)
         if self.training:
             self._pending[slot] = [x[0], actions[0], 0.0]
         return self.spaces.scaled(actions)[0]
@@ -239,7 +243,8 @@ class ActorCriticMuscle(SlotSpaces, Muscle):
         copies = self._copy_pending.checked(batch)
         x = self._observations(unwrap(batch.observations, batch.legal_actions)[0], copies, slot)
         self._copy_pending.starts(batch.starts)
-        actions = self._actions(x)
+        self._copies_begin(slot, batch.starts)
+        actions = self._actions(x, slot)
         if self.training:
             self._copy_pending.hold(slot, x, actions)
         return self.spaces.scaled(actions)

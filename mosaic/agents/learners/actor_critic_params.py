@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from mosaic.agents.learners.ppo_params import AGENT_ID
+from mosaic.core.config_problems import Problem, raise_problems
 
 __all__ = ["ActorCriticParams", "SACParams", "TD3Params"]
 
@@ -44,10 +45,34 @@ class TD3Params(ActorCriticParams):
     """Every TD3 param with its default (see :class:`~mosaic.agents.learners.TD3Brain`); unknown
     keys are refused. Noise is in units of half the action range (the actor's tanh output)."""
 
+    #: The exploring actions' noise: its standard deviation (``gaussian``), or the ``sigma`` of
+    #: the Ornstein-Uhlenbeck process.
     exploration_noise: float = Field(default=0.1, ge=0)
+    #: ``gaussian``: drawn afresh every step; ``ornstein-uhlenbeck``: one process per slot, copy
+    #: and action value, started at 0 with each episode, that drifts and reverts slowly
+    #: (:class:`~mosaic.agents.learners.exploration_noise.OrnsteinUhlenbeck`).
+    noise: Literal["gaussian", "ornstein-uhlenbeck"] = Field(
+        default="gaussian", description="gaussian or ornstein-uhlenbeck (exploration noise)")
+    #: The Ornstein-Uhlenbeck process's rate of reversion and time step (Stable-Baselines3's
+    #: defaults): it forgets where it was after about ``1 / (noise_theta * noise_dt)`` steps.
+    noise_theta: float = Field(default=0.15, gt=0,
+                               description="a number > 0 (Ornstein-Uhlenbeck reversion rate)")
+    noise_dt: float = Field(default=0.01, gt=0,
+                            description="a number > 0 (Ornstein-Uhlenbeck time step)")
     policy_noise: float = Field(default=0.2, ge=0)
     noise_clip: float = Field(default=0.5, ge=0)
     policy_delay: int = Field(default=2, ge=1)
+
+    @field_validator("noise_dt")
+    @classmethod
+    def _one_step_reverts_at_most_all_the_way(cls, value: float,
+                                              info: ValidationInfo) -> float:
+        theta = info.data.get("noise_theta")
+        if isinstance(theta, float | int) and theta * value > 1:
+            raise_problems(Problem((), f"expected noise_theta * noise_dt <= 1, got {theta} * "
+                                   f"{value} = {theta * value:g}: a step would overshoot 0",
+                                   "a smaller noise_dt (0.01 by default)"))
+        return value
 
 
 class SACParams(ActorCriticParams):

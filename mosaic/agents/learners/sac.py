@@ -56,7 +56,7 @@ class SACMuscle(ActorCriticMuscle):
     params: SACParams
     outputs_per_action = 2
 
-    def _explore(self, outputs: np.ndarray) -> np.ndarray:
+    def _explore(self, outputs: np.ndarray, slot: str) -> np.ndarray:
         noise = self.rng.standard_normal((outputs.shape[0], self.spaces.n_actions))
         return squashed_gaussian(outputs, noise)[0]
 

@@ -1,9 +1,10 @@
 """TD3 (twin delayed deep deterministic policy gradient) for Box observations and bounded Box
 actions (Pendulum, MountainCarContinuous, ...), on the NumPy :class:`~mosaic.agents.learners.MLP`.
 
-The muscle acts with the deterministic actor plus Gaussian noise and sends its transitions; the
-brain replays them, trains twin critics against target networks with target policy smoothing,
-updates the actor every ``policy_delay`` updates, and answers with the actor's weights. Params:
+The muscle acts with the deterministic actor plus Gaussian or Ornstein-Uhlenbeck noise
+(``noise``) and sends its transitions; the brain replays them, trains twin critics against
+target networks with target policy smoothing, updates the actor every ``policy_delay`` updates,
+and answers with the actor's weights. Params:
 :class:`~mosaic.agents.learners.actor_critic_params.TD3Params`.
 """
 
@@ -14,8 +15,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mosaic.agents.context import MuscleContext
 from mosaic.agents.learners.actor_critic import ActorCriticMuscle
 from mosaic.agents.learners.actor_critic_brain import ActorCriticBrain
+from mosaic.agents.learners.exploration_noise import OrnsteinUhlenbeck
 from mosaic.agents.learners.mlp import MLP, Adam
 from mosaic.agents.learners.replay import Transitions
 
@@ -29,23 +32,62 @@ _ACTOR_OUTPUT_GAIN = 0.01
 
 
 class TD3Muscle(ActorCriticMuscle):
-    """Acts with ``tanh(actor(observation))`` plus Gaussian noise of standard deviation
-    ``exploration_noise`` (clipped to [-1, 1]), scaled to the action space's bounds; greedy
-    (no noise) in test mode. Spaces, experience, updates: as
-    :class:`~mosaic.agents.learners.actor_critic.ActorCriticMuscle` (a Discrete action space is
-    refused at setup). Before the brain's first weights it acts around the range's middle.
+    """Acts with ``tanh(actor(observation))`` plus noise (clipped to [-1, 1]), scaled to the
+    action space's bounds; greedy (no noise) in test mode. The noise (``noise``) is Gaussian of
+    standard deviation ``exploration_noise``, or an Ornstein-Uhlenbeck process of that
+    ``sigma`` (with ``noise_theta``, ``noise_dt``) for each slot, copy and action value,
+    restarted at 0 when its episode begins; its values are part of :meth:`state`. Spaces,
+    experience, updates: as :class:`~mosaic.agents.learners.actor_critic.ActorCriticMuscle` (a
+    Discrete action space is refused at setup). Before the brain's first weights it acts around
+    the range's middle.
 
-    Promises: one standard normal per action value and step from ``context.rng`` (uniforms during
-    ``random_steps``).
+    Promises: one standard normal per action value and step from ``context.rng``, whichever the
+    noise (uniforms during ``random_steps``).
     """
 
     params_name = "TD3Params"
     params: TD3Params
 
-    def _explore(self, outputs: np.ndarray) -> np.ndarray:
-        noise = self.rng.standard_normal(outputs.shape) * self.params.exploration_noise
+    def setup(self, context: MuscleContext) -> None:
+        super().setup(context)
+        p = self.params
+        self._rows = {slot: i for i, slot in enumerate(sorted(context.slots))}
+        self._process = (None if p.noise == "gaussian" else OrnsteinUhlenbeck(
+            (len(self._rows), context.copies, self.spaces.n_actions), p.exploration_noise,
+            p.noise_theta, p.noise_dt))
+
+    def _explore(self, outputs: np.ndarray, slot: str) -> np.ndarray:
+        if self._process is None:
+            noise = self.rng.standard_normal(outputs.shape) * self.params.exploration_noise
+        else:
+            noise = self._process.step(self.rng, (self._rows[slot], slice(0, outputs.shape[0])))
         actions: np.ndarray = np.clip(np.tanh(outputs) + noise, -1.0, 1.0)
         return actions
+
+    def reset(self) -> None:
+        """Start an episode: forget pending actions; the noise starts at 0."""
+        super().reset()
+        if self._process is not None:
+            self._process.restart()
+
+    def _copies_begin(self, slot: str, starts: np.ndarray) -> None:
+        if self._process is not None:
+            self._process.restart((self._rows[slot], np.asarray(starts, dtype=bool)))
+
+    def state(self) -> dict[str, np.ndarray]:
+        """``steps`` (see :class:`ActorCriticMuscle`) and, with Ornstein-Uhlenbeck noise,
+        ``noise``: its values (slots in sorted order, copies, action values)."""
+        state = super().state()
+        if self._process is not None:
+            state["noise"] = self._process.values.copy()
+        return state
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        """Continue from ``state``; without ``noise`` (saved with Gaussian noise) the
+        Ornstein-Uhlenbeck noise starts at 0."""
+        super().load_state(state)
+        if self._process is not None and "noise" in state:
+            self._process.load(state["noise"], f"{type(self).__name__} state 'noise'")
 
     def _greedy(self, outputs: np.ndarray) -> np.ndarray:
         actions: np.ndarray = np.tanh(outputs)
