@@ -33,7 +33,9 @@ _EXTRA_OF = {"pygame": GAMES, "pandas": RESULTS, "pyarrow": RESULTS, "matplotlib
              "psycopg": "postgres", "ray": "ray", "torch": "torch",
              "tensorboardX": TENSORBOARD, "mlflow": MLFLOW, "moviepy": VIDEO, "imageio": VIDEO,
              "imageio_ffmpeg": VIDEO, "chess": "chess", "minigrid": "minigrid",
-             "PIL": IMAGES}
+             "PIL": IMAGES,
+             # PettingZoo's SISL pursuit_v5 imports scipy (pygame too: the games extra).
+             "scipy": "pursuit"}
 
 
 def extra_for(module: str) -> str | None:

@@ -54,7 +54,8 @@ class GlobalState:
         if state.shape[0] > MAX_ELEMENTS:
             raise MosaicError(f"{self._env}: its global state ({self.source}) has "
                               f"{state.shape[0]} values, more than the {MAX_ELEMENTS} an info "
-                              "carries; a centralised critic cannot take it (use critic: local)")
+                              "carries; a centralised critic cannot take it (leave out "
+                              f"params.{GLOBAL_STATE_PARAM} and give the agent critic: local)")
         return state
 
     def _has_state(self) -> bool:

@@ -68,6 +68,19 @@ def test_the_centralised_critic_sees_the_global_state_and_the_slots_own_input() 
     np.testing.assert_array_equal(first["last_critic_input"], [4.0, 14.0, 4, 4, 4, 1.0, 0.0])
 
 
+def test_the_state_critic_sees_the_global_state_and_the_slots_id_alone() -> None:
+    first, second = play(muscle_with(critic="state", agent_id="one_hot"), 4)["segments"]
+    np.testing.assert_array_equal(first["critic_inputs"][2], [2.0, 12.0, 1.0, 0.0])
+    np.testing.assert_array_equal(second["critic_inputs"][2], [2.0, 12.0, 0.0, 1.0])
+    np.testing.assert_array_equal(second["observations"][2], [102.0, 102.0, 102.0, 0.0, 1.0])
+    np.testing.assert_array_equal(first["last_critic_input"], [4.0, 14.0, 1.0, 0.0])
+    # Without agent ids, the state alone.
+    first, _ = play(muscle_with(critic="state"), 4)["segments"]
+    np.testing.assert_array_equal(first["critic_inputs"], [[t, 10.0 + t] for t in range(4)])
+    with pytest.raises(MosaicError, match=r"params: \{global_state: true\}"):
+        muscle_with(critic="state").receive_info("agent_0", {})
+
+
 def test_the_local_critic_sees_the_slots_observation() -> None:
     rollout = play(muscle_with(critic="local"), 4)
     for segment in rollout["segments"]:

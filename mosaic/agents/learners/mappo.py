@@ -79,8 +79,11 @@ class MAPPOMuscle(SlotSpaces, Muscle):
     state as the slot's info gave it with the observation acted on (``info["global_state"]``,
     which a PettingZoo parallel environment gives with ``params: {global_state: true}``; see
     :mod:`mosaic.environments.global_state`) followed by the policy's input (MAPPO's
-    agent-specific global state), and with ``critic: local`` the policy's input alone: the
-    slot's observation, and its one-hot with ``agent_id: one_hot``.
+    agent-specific global state); with ``critic: state`` that global state followed by the
+    slot's one-hot alone (with ``agent_id: one_hot``; MAPPO's environment-provided state, for
+    a team whose reward is shared, where the slot's own view adds inputs and nothing the
+    team's value depends on); and with ``critic: local`` the policy's input alone: the slot's
+    observation, and its one-hot with ``agent_id: one_hot``.
 
     Promises: draws come only from ``context.rng`` (one uniform per Discrete action, one
     standard normal per Box action dimension), as PPO's; in test mode the action is the most
@@ -111,7 +114,8 @@ class MAPPOMuscle(SlotSpaces, Muscle):
         self.head = self.spaces.head
         self.ids = AgentIds(context.slots, params.agent_id, owner)
         self.n_inputs = self.spaces.n_inputs + self.ids.width
-        self.centralised = params.critic == "centralised"
+        self.centralised = params.critic != "local"
+        self.state_only = params.critic == "state"
         self.policy: MLP | None = None
         self.log_std = np.full(self.head.size, params.initial_log_std)
         self.version = 0
@@ -153,6 +157,8 @@ class MAPPOMuscle(SlotSpaces, Muscle):
         state = self._states.get(slot)
         if state is None:
             raise MosaicError(f"{type(self).__name__}: no global state for slot {slot!r} yet")
+        if self.state_only:  # the state and the slot's one-hot (the last ids.width inputs)
+            return np.concatenate([state, x[0, x.shape[1] - self.ids.width:]])
         # MAPPO's agent-specific global state: the same state for every slot, made the slot's
         # own by its observation (and id), which the value of its rewards depends on.
         return np.concatenate([state, x[0]])

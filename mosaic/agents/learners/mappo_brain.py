@@ -77,8 +77,8 @@ class ValueScale:
 
 class MAPPOBrain(SlotSpaces, RestorableState, Brain):
     """PPO's update with a value network on what the muscles' critic inputs hold: the global
-    state (MAPPO, ``critic: centralised``) or each slot's observation (IPPO, ``critic:
-    local``).
+    state (MAPPO, ``critic: centralised`` or ``state``) or each slot's observation (IPPO,
+    ``critic: local``).
 
     Spaces and params: as :class:`~mosaic.agents.learners.mappo.MAPPOMuscle`. The policy
     (``MLP([observation (+ agent id), *hidden_sizes, actions])``, a zero last layer) is built

@@ -19,23 +19,24 @@ from mosaic.core.config_problems import Problem, raise_problems
 __all__ = ["CRITICS", "MAPPOParams", "check_mappo_params"]
 
 #: The values of ``critic``: what the value network sees.
-CRITICS = ("centralised", "local")
+CRITICS = ("centralised", "state", "local")
 
 
 class MAPPOParams(PPOParams):
     """PPO's hyper-parameters (:class:`~mosaic.agents.learners.ppo_params.PPOParams`), plus
     ``critic``: ``centralised`` (the value network sees the environment's global state beside
-    the slot's own observation, MAPPO) or ``local`` (it sees the slot's own observation alone,
-    independent PPO), and
+    the slot's own observation, MAPPO's agent-specific state), ``state`` (the global state and
+    the slot's one-hot id alone, MAPPO's environment-provided state) or ``local`` (it sees the
+    slot's own observation alone, independent PPO), and
     ``normalize_values`` (MAPPO's value normalisation). The policy always sees
     the slot's own observation. MAPPO has no ``mlp`` checkpoint (``load_checkpoint``,
     ``save_checkpoint``): a phase's checkpoint continues it (``load:``)."""
 
-    critic: Literal["centralised", "local"] = Field(
+    critic: Literal["centralised", "state", "local"] = Field(
         default="centralised",
         description="centralised (the critic sees the environment's global state and the "
-        "slot's observation: give the environment params: {global_state: true}) or local (it "
-        "sees the slot's observation)")
+        "slot's observation: give the environment params: {global_state: true}), state (the "
+        "global state and the slot's id alone) or local (it sees the slot's observation)")
 
     normalize_values: bool = Field(
         default=True, description="true or false (the value network learns the value targets "
