@@ -27,10 +27,17 @@ from mosaic.messages import (
     Response,
 )
 from mosaic.messages.codec import pack_each
+from mosaic.messages.trusted import trusted_constructor
 from mosaic.orchestration.episodes import Episodes, Recording, Schedule, chosen
 from mosaic.orchestration.ledger import Ledger
 
 __all__ = ["AskMuscles", "PlayerEpisodes"]
+
+# The loop's own messages, built each step from the fields of messages validated when they
+# were made (the environment's answers, the muscles' actions) and values the loop makes to fit.
+_step_request = trusted_constructor(EnvironmentUpdateRequest)
+_update_request = trusted_constructor(AgentUpdateRequest)
+_evaluate_request = trusted_constructor(AgentEvaluateRequest)
 
 #: Asks the muscles of an environment for their slots' actions: each muscle gets the part of
 #: the request about its slots. Returns (agent, answer) per muscle asked, in the file's order
@@ -82,7 +89,7 @@ class PlayerEpisodes(Episodes):
     def request(self) -> Request:
         if not self.needs_reset:
             self.expects = EnvironmentUpdateResponse
-            return EnvironmentUpdateRequest(self.actions)
+            return _step_request(self.actions)
         schedule = self.schedule
         if self.evaluating:
             self.episode_seed = evaluation_episode_seed(
@@ -179,9 +186,14 @@ class PlayerEpisodes(Episodes):
     def _ask_muscles(self, step: int, observations: dict[str, Any], rewards: dict[str, float],
                      terminated: bool, truncated: bool, acting: tuple[str, ...],
                      legal: dict[str, Any], infos: dict[str, Any]) -> dict[str, Any]:
-        kind = AgentEvaluateRequest if self.evaluating else AgentUpdateRequest
-        answers = self._ask(kind(step, observations, rewards, terminated, truncated, acting,
-                                 legal, infos))
+        request: AgentUpdateRequest | AgentEvaluateRequest
+        if self.evaluating:
+            request = _evaluate_request(step, observations, rewards, terminated, truncated,
+                                        acting, legal, infos)
+        else:
+            request = _update_request(step, observations, rewards, terminated, truncated, acting,
+                                      legal, infos)
+        answers = self._ask(request)
         reported = self.ledger.reported
         if len(answers) == 1:
             agent, answer = answers[0]

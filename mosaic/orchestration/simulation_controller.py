@@ -56,6 +56,7 @@ from mosaic.messages import (
     SimulationStopResponse,
     names,
 )
+from mosaic.messages.trusted import trusted_constructor
 from mosaic.orchestration.copy_episodes import CopyEpisodes
 from mosaic.orchestration.episodes import Episodes, Recording, Schedule
 from mosaic.orchestration.ledger import Ledger
@@ -418,7 +419,8 @@ class SimulationController(Component):
             link = links[0]
             return [(link.agent, link.client.request(request, AgentUpdateResponse, timeout,
                                                      check))]
-        kind = type(request)
+        # Each part is made of the fields of ``request``, which the loop made of validated ones.
+        kind = trusted_constructor(type(request))
         observations, rewards, acting = request.observations, request.rewards, request.acting
         legal, infos = request.legal_actions, request.infos
         everyone = request.step == 0 or request.terminated or request.truncated

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
+from time import monotonic
 
 from mosaic.core.errors import CallAbandoned, RequestTimeout
 
@@ -29,16 +29,10 @@ GRACE_S = 0.25
 Check = Callable[[], None]
 
 
-class _Call:
-    __slots__ = ("check", "deadline", "grace", "peer", "started", "timeout")
-
-    def __init__(self, peer: str, timeout: float, check: Check | None) -> None:
-        self.peer = peer
-        self.timeout = timeout
-        self.check = check
-        self.started = time.monotonic()
-        self.deadline = self.started + timeout
-        self.grace: float | None = None  # when the call's time is up after its check raised
+#: A call under way: (peer, timeout, check, when it started). A tuple, made by the caller on
+#: every call, costs a fraction of an object's construction; the watchdog's thread tells one
+#: call from the next by identity.
+_Call = tuple[str, float, Check | None, float]
 
 
 class Watchdog:
@@ -67,6 +61,9 @@ class Watchdog:
         self.abandoned_peer: str | None = None
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
+        #: The call whose check raised, and when its grace ends (the watchdog's thread only).
+        self._graced: _Call | None = None
+        self._grace_ends = 0.0
 
     def begin(self, peer: str, timeout: float, check: Check | None) -> None:
         """A call to ``peer`` starts, allowed ``timeout`` s, with ``check`` run while it lasts.
@@ -75,11 +72,11 @@ class Watchdog:
         """
         if self._thread is None:
             self._start()
-        call = _Call(peer, timeout, check)
-        with self._lock:
-            if self._abandoned:
-                raise CallAbandoned(f"{self.name} was given up on: it makes no more calls")
-            self._call = call
+        # No lock: with no call under way the watchdog gives nothing up, and once one was
+        # given up on, the flag it set stays set.
+        if self._abandoned:
+            raise CallAbandoned(f"{self.name} was given up on: it makes no more calls")
+        self._call = (peer, timeout, check, monotonic())
 
     def end(self) -> None:
         """The call under way has ended; raises :class:`CallAbandoned` if it was given up on
@@ -101,12 +98,28 @@ class Watchdog:
     def _watch(self) -> None:
         while not self._closed.wait(CHECK_INTERVAL_S):
             call = self._call
-            now = time.monotonic()
-            if call is None or now - call.started < CHECK_INTERVAL_S:
+            now = monotonic()
+            if call is None or now - call[3] < CHECK_INTERVAL_S:
                 continue
-            error = _verdict(call, now)
+            error = self._verdict(call, now)
             if error is not None and self._abandon(call, error):
                 return
+
+    def _verdict(self, call: _Call, now: float) -> BaseException | None:
+        """The error to give ``call`` up with now, or None to let it go on."""
+        peer, timeout, check, started = call
+        if now >= started + timeout:
+            return RequestTimeout(f"{peer} did not answer within {timeout:g} s")
+        if check is None:
+            return None
+        # Whatever the check raises ends the wait, after the grace.
+        try:
+            check()
+        except BaseException as error:
+            if self._graced is not call:
+                self._graced, self._grace_ends = call, now + GRACE_S
+            return error if now >= self._grace_ends else None
+        return None
 
     def _abandon(self, call: _Call, error: BaseException) -> bool:
         """Give ``call`` up with ``error`` unless it came back meanwhile; True if it was."""
@@ -114,25 +127,11 @@ class Watchdog:
             if self._call is not call:
                 return False  # it came back: the caller carries on
             self._abandoned = True
-            self.abandoned_peer = call.peer
-            log.debug("%s: gave up on a call to %s: %s", self.name, call.peer, error)
+            self.abandoned_peer = call[0]
+            log.debug("%s: gave up on a call to %s: %s", self.name, call[0], error)
             try:
                 self._give_up(error)
             except Exception:
-                log.exception("%s: giving up on a call to %s failed", self.name, call.peer)
+                log.exception("%s: giving up on a call to %s failed", self.name, call[0])
         return True
 
-
-def _verdict(call: _Call, now: float) -> BaseException | None:
-    """The error to give ``call`` up with now, or None to let it go on."""
-    if now >= call.deadline:
-        return RequestTimeout(f"{call.peer} did not answer within {call.timeout:g} s")
-    if call.check is None:
-        return None
-    try:
-        call.check()
-    except BaseException as error:  # whatever the check raises ends the wait, after the grace
-        if call.grace is None:
-            call.grace = now + GRACE_S
-        return error if now >= call.grace else None
-    return None

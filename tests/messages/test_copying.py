@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given
 
 from mosaic.core.errors import CodecError
-from mosaic.messages import EnvironmentUpdateResponse, VectorStepResponse, pack, unpack
+from mosaic.messages import (
+    AgentUpdateResponse,
+    EnvironmentUpdateResponse,
+    Metric,
+    VectorStepResponse,
+    pack,
+    unpack,
+)
 from mosaic.messages.copying import detached
 from mosaic.messages.vector import BatchOutcome
 from tests.messages.test_codec import FAST, assert_identical, values
@@ -60,6 +67,16 @@ def test_empty_dicts_of_a_message_are_new_ones() -> None:
     copy = detached(message)
     for name in ("observations", "rewards", "legal_actions", "infos"):
         assert getattr(copy, name) == {} and getattr(copy, name) is not getattr(message, name)
+
+
+def test_an_optional_field_is_copied_when_set_and_none_when_not() -> None:
+    actions = {"a": np.ones(2), 1: np.int64(3)}  # a key of another kind than str, too
+    for metrics in (None, (Metric("m", "loss", 0.5, 1.0),)):
+        message = AgentUpdateResponse(actions, metrics, 4 if metrics else None)
+        copy = detached(message)
+        assert_identical(unpack(pack(message)), copy)
+        assert_shares_no_array(message, copy)
+        assert copy.actions is not actions
 
 
 def test_a_steps_dict_of_many_slots_keeps_every_value_as_the_codec_does() -> None:

@@ -24,6 +24,7 @@ from mosaic.messages import (
     EnvironmentPosition,
     EnvironmentResetRequest,
     EnvironmentResetResponse,
+    EnvironmentUpdateRequest,
     EnvironmentUpdateResponse,
     Request,
     Response,
@@ -378,3 +379,21 @@ def test_a_copy_that_did_not_act_takes_no_step(acted: list[bool]) -> None:
     assert loop.step.tolist() == [int(a) for a in acted]
     assert ledger.progress.steps == 1
     assert [r[11] for r in ledger.rows] == [acted.index(True)]
+
+
+def test_the_loops_own_requests_hold_what_their_validating_constructors_would() -> None:
+    """The loop builds its step requests without validating them again (trusted_constructor):
+    each must be what the class itself builds from the same fields, of every kind of step
+    (a reset, a turn, a truncation by max_steps, an evaluation round)."""
+    ledger, _ = ledger_and_book()
+    muscles = Muscles()
+    environment = Script(game()[:3] * 4)  # cut after two moves by max_steps
+    loop = players(ledger, muscles, episodes=2, every=1, evaluations=1, max_steps=2)
+    run(loop, environment)
+    built = [*muscles.requests, *environment.requests]
+    assert {type(request) for request in built} == {
+        AgentUpdateRequest, AgentEvaluateRequest, EnvironmentResetRequest,
+        EnvironmentUpdateRequest}
+    for request in built:
+        fields = [getattr(request, name) for name in type(request).__dataclass_fields__]
+        assert type(request)(*fields) == request  # validates, and normalises nothing

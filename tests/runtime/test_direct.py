@@ -252,6 +252,43 @@ def test_a_call_that_comes_back_soon_after_its_check_raised_is_not_given_up(
     update(client)
 
 
+def test_each_call_gets_a_grace_of_its_own(probe, monkeypatch: pytest.MonkeyPatch):
+    """A call whose check raises is given :data:`GRACE_S` from its own first failed check, not
+    what is left of an earlier call's: the grace is over only that long after it began."""
+    monkeypatch.setattr(watchdog_module, "GRACE_S", 0.6)
+    component, _, client, given_up = probe
+    component.mode = "hold"
+
+    def check_and_release() -> None:
+        component.release.set()
+        raise RunCancelled("cancelled")
+
+    update(client, 60, check_and_release)  # its grace began: it came back within it
+    component.release.clear()
+    time.sleep(watchdog_module.GRACE_S + 2 * CHECK_INTERVAL_S)  # that grace is long over
+
+    def check() -> None:
+        raise RunCancelled("cancelled")
+
+    outcome: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            update(client, 60, check)
+        except BaseException as error:
+            outcome.append(error)
+
+    caller = threading.Thread(target=call)
+    started = time.monotonic()
+    caller.start()
+    assert given_up.done.wait(10)
+    assert time.monotonic() - started >= watchdog_module.GRACE_S  # a bound a busy machine keeps
+    assert isinstance(given_up.errors[0], RunCancelled)
+    component.release.set()
+    caller.join(5)
+    assert isinstance(outcome[0], CallAbandoned)
+
+
 def test_calls_that_come_back_in_time_are_never_given_up(probe, monkeypatch: pytest.MonkeyPatch):
     """A check that would end any wait is only run on a call older than the check interval:
     a cancelled run's quick steps still end in order. (The grace is widened here, in case a busy
