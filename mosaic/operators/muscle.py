@@ -68,7 +68,9 @@ each LLM operator's tally.
 BDI accounting: an operator whose actions carry a BDI account (the ``bdi`` worker's ``bdi``
 reply field, or an in-process :class:`~mosaic.operators.bdi.BdiOperator`'s ``last_decision``)
 has, at the end of each episode, its fallback actions (steps in which no plan acted) and plan
-failures of the episode reported as the metrics ``bdi.fallbacks`` and ``bdi.plan_failures``.
+failures of the episode reported as the metrics ``bdi.fallbacks`` and ``bdi.plan_failures``;
+its share of fallback actions so far is held to ``max_fallback_fraction`` as an LLM
+operator's is.
 
 Why one file of this length: most of it is this documentation of the params, which is what a
 user reads; the code is the muscle and the two ways it builds an operator for a slot.
@@ -214,6 +216,8 @@ class _Lane:
     llm: FallbackTally | None = None
     #: The episode's BDI fallbacks and plan failures, once an action carried a BDI account.
     bdi: list[int] | None = None
+    #: The run's BDI accounts so far, held to ``max_fallback_fraction`` as ``llm`` is.
+    bdi_tally: FallbackTally | None = None
 
     def error(self, phase: str, error: BaseException) -> OperatorError:
         description = self.description
@@ -399,6 +403,9 @@ class OperatorMuscle(Muscle):
             counts[0] += int(bdi.get("source") == "fallback")
             counts[1] += int(bdi.get("plan_failures") or 0)
             lane.bdi = counts
+            if lane.bdi_tally is None:
+                lane.bdi_tally = FallbackTally(kind="bdi")
+            lane.bdi_tally.add(bdi)
         if action is None:
             action = self._noop_for(lane, legal)
         else:
@@ -431,8 +438,8 @@ class OperatorMuscle(Muscle):
         the end), through :meth:`ActorService.notify_step` and ``notify_episode_end``.
 
         Returns None: an operator sends no experience to the brain. Raises OperatorError when
-        a hook raises, and at the end of an episode when the operator's share of LLM fallback
-        actions so far is above ``max_fallback_fraction``.
+        a hook raises, and at the end of an episode when the operator's share of LLM or BDI
+        fallback actions so far is above ``max_fallback_fraction``.
         """
         lane = self._lanes[slot]
         lane.steps += 1
@@ -453,10 +460,11 @@ class OperatorMuscle(Muscle):
             self.context.log_metric("bdi.fallbacks", lane.bdi[0])
             self.context.log_metric("bdi.plan_failures", lane.bdi[1])
             lane.bdi = [0, 0]
-        if (terminated or truncated) and lane.llm is not None and lane.llm.exceeds(
-                self._max_fallbacks):
-            raise lane.error("act from its model", MosaicError(
-                lane.llm.failure(self._max_fallbacks)))
+        if terminated or truncated:
+            for tally, what in ((lane.llm, "act from its model"),
+                                (lane.bdi_tally, "act from its plans")):
+                if tally is not None and tally.exceeds(self._max_fallbacks):
+                    raise lane.error(what, MosaicError(tally.failure(self._max_fallbacks)))
         return None
 
     def teardown(self) -> None:

@@ -164,3 +164,37 @@ def test_script_mode_fails_a_bdi_operator_with_too_many_fallbacks(
            "0.5; first error: no_action" in failure["message"]
     assert "bdi bdi: 4 of 5 actions were fallbacks (no_action: 4); first error: no_action" \
         in result.stdout
+
+
+def test_an_agent_with_too_many_fallbacks_fails_its_run(tmp_path: Path, process_tag: str) -> None:
+    # As an agent of an experiment too: plans that act at the first step only leave the rest
+    # of each episode to the fallback, more than max_fallback_fraction (0.5 by default).
+    plans = tmp_path / "once.asl"
+    plans.write_text("+step(0) <- do(forward).\n")
+    path = write_experiment(tmp_path, f"""\
+        uid: bdi-fallbacks
+        seed: 3
+        episodes: 2
+        max_steps: 5
+        placement: thread
+        environments:
+          - uid: room
+            env: gymnasium:minigrid:MiniGrid-Empty-Random-6x6-v0
+            wrappers: [FilterObservation: {{filter_keys: [image, direction]}}]
+        agents:
+          - uid: walker
+            muscle:
+              class: mosaic.operators:OperatorMuscle
+              params:
+                operator:
+                  class: mosaic.operators.bdi:BdiOperator
+                  params: {{plan_library: "{plans}"}}
+    """)
+    store = tmp_path / "results.sqlite"
+    result = run_mosaic("experiment-start", str(path), "--store", str(store), "--quiet")
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    [(status, error)] = query(store, "SELECT status, error FROM runs")
+    assert status == "failed"
+    assert "failed to act from its plans: 4 of 5 actions (80%) came from the fallback, more " \
+           "than max_fallback_fraction 0.5; first error: no_action" in error, error
