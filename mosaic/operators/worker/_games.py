@@ -6,7 +6,6 @@ count, so a worker that is to act without a legal-action list must find the spac
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import logging
 import re
@@ -65,21 +64,23 @@ def _pettingzoo_space(name: str, player_id: str) -> Any:
     module_name = _pettingzoo_module(name)
     if module_name is None:
         return None
+    # Made as an experiment makes it (imported here: a worker of a Gymnasium game needs none
+    # of the PettingZoo side of the factory).
+    from mosaic.environments.factory import make_environment
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # the module-level env() API
-        module = importlib.import_module(module_name)
-        make = getattr(module, "env", None) or module.parallel_env
-        env = make()
+        game = make_environment(f"pettingzoo:{module_name.removeprefix('pettingzoo.')}", {})
     try:
-        agents = list(env.possible_agents)
-        if player_id in agents:
-            return env.action_space(player_id)
-        spaces = [env.action_space(agent) for agent in agents]
+        slots = game.slots
+        if player_id in slots:
+            return slots[player_id][1]
+        spaces = [action for _, action in slots.values()]
         if spaces and all(space == spaces[0] for space in spaces):
             return spaces[0]
-        raise ValueError(f"the game has no player {player_id!r} (players: {agents})")
+        raise ValueError(f"the game has no player {player_id!r} (players: {list(slots)})")
     finally:
-        env.close()
+        game.close()
 
 
 def _pettingzoo_module(name: str) -> str | None:
