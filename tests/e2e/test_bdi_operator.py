@@ -38,6 +38,34 @@ def test_the_example_experiment_reaches_the_goal_in_every_episode(
         ("bdi.fallbacks", 10, 0.0), ("bdi.plan_failures", 10, 0.0)]
 
 
+IN_PROCESS = """\
+uid: bdi-in-process
+seed: 3
+{length}
+placement: thread
+environments:
+  - uid: room
+    env: gymnasium:minigrid:MiniGrid-Empty-Random-6x6-v0
+    wrappers: [FilterObservation: {{filter_keys: [image, direction]}}]
+agents:
+  - uid: walker
+    muscle:
+      class: mosaic.operators:OperatorMuscle
+      params:
+        operator:
+          class: mosaic.operators.bdi:BdiOperator
+          params: {{plan_library: "{plans}"}}
+"""
+
+
+def run_in_process(folder: Path, plans: Path, store: Path,
+                   length: str) -> subprocess.CompletedProcess[str]:
+    """An experiment of one BDI walker in a MiniGrid room, its operator in the muscle's
+    process, on the plan library ``plans``; ``length`` holds its episodes (and max_steps)."""
+    path = write_experiment(folder, IN_PROCESS.format(length=length, plans=plans))
+    return run_mosaic("experiment-start", str(path), "--store", str(store), "--quiet")
+
+
 def test_in_process_the_steps_without_a_plan_are_counted_fallbacks(
         tmp_path: Path, process_tag: str) -> None:
     # Reactive plans (one +step event per observation) with no left turn: where none applies
@@ -50,26 +78,8 @@ def test_in_process_the_steps_without_a_plan_are_counted_fallbacks(
         "+step(_) : goal(_, GY) & pos(_, Y) & GY < Y & front(FX, FY) & not wall(FX, FY)\n"
         "    <- do(forward).\n"
         "+step(_) : not goal(_, _) & front(FX, FY) & not wall(FX, FY) <- do(forward).\n")
-    path = write_experiment(tmp_path, f"""\
-        uid: bdi-in-process
-        seed: 3
-        episodes: 3
-        placement: thread
-        environments:
-          - uid: room
-            env: gymnasium:minigrid:MiniGrid-Empty-Random-6x6-v0
-            wrappers: [FilterObservation: {{filter_keys: [image, direction]}}]
-        agents:
-          - uid: walker
-            muscle:
-              class: mosaic.operators:OperatorMuscle
-              params:
-                operator:
-                  class: mosaic.operators.bdi:BdiOperator
-                  params: {{plan_library: "{plans}"}}
-    """)
     store = tmp_path / "results.sqlite"
-    result = run_mosaic("experiment-start", str(path), "--store", str(store), "--quiet")
+    result = run_in_process(tmp_path, plans, store, "episodes: 3")
     assert result.returncode == 0, result.stderr
     returns = [r for (r,) in query(store, "SELECT total_return FROM episodes")]
     assert len(returns) == 3 and all(r > 0.8 for r in returns), returns
@@ -171,27 +181,8 @@ def test_an_agent_with_too_many_fallbacks_fails_its_run(tmp_path: Path, process_
     # of each episode to the fallback, more than max_fallback_fraction (0.5 by default).
     plans = tmp_path / "once.asl"
     plans.write_text("+step(0) <- do(forward).\n")
-    path = write_experiment(tmp_path, f"""\
-        uid: bdi-fallbacks
-        seed: 3
-        episodes: 2
-        max_steps: 5
-        placement: thread
-        environments:
-          - uid: room
-            env: gymnasium:minigrid:MiniGrid-Empty-Random-6x6-v0
-            wrappers: [FilterObservation: {{filter_keys: [image, direction]}}]
-        agents:
-          - uid: walker
-            muscle:
-              class: mosaic.operators:OperatorMuscle
-              params:
-                operator:
-                  class: mosaic.operators.bdi:BdiOperator
-                  params: {{plan_library: "{plans}"}}
-    """)
     store = tmp_path / "results.sqlite"
-    result = run_mosaic("experiment-start", str(path), "--store", str(store), "--quiet")
+    result = run_in_process(tmp_path, plans, store, "episodes: 2\nmax_steps: 5")
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
     [(status, error)] = query(store, "SELECT status, error FROM runs")
