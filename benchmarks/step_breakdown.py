@@ -30,9 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 import mosaic  # noqa: E402 (the repository root, first)
 from mosaic.orchestration import simulation_controller  # noqa: E402
-from mosaic.orchestration.copy_episodes import CopyEpisodes  # noqa: E402
-from mosaic.orchestration.player_episodes import PlayerEpisodes  # noqa: E402
 from mosaic.runtime import direct  # noqa: E402
+from mosaic.stepping.copy_episodes import CopyEpisodes  # noqa: E402
+from mosaic.stepping.player_episodes import PlayerEpisodes  # noqa: E402
 from mosaic.transport import client  # noqa: E402
 
 EXPERIMENT = """\

@@ -48,6 +48,6 @@ def test_the_step_loops_do_without_the_stores_database_library() -> None:
     """A run's episode loops count each agent's return with the store's definition, and the
     controller names each run's video folder: both once loaded SQLAlchemy (about 0.2 s) into
     every process that runs a controller."""
-    imports = ("import mosaic.orchestration.player_episodes, mosaic.orchestration.copy_episodes, "
+    imports = ("import mosaic.stepping.player_episodes, mosaic.stepping.copy_episodes, "
                "mosaic.orchestration.simulation_controller")
     assert heavy_modules_after(imports, ("sqlalchemy",)) == []

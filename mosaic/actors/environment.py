@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 
 from mosaic.core.errors import MosaicError
-from mosaic.core.seeding import check_seed
 from mosaic.core.spaces import space_to_dict
 from mosaic.environments import EnvironmentAdapter
+from mosaic.environments.answers import reset_answer, update_answer
 from mosaic.environments.factory import make_any
 from mosaic.environments.info import InfoFilter
 from mosaic.environments.vector import VectorAdapter
@@ -88,24 +88,11 @@ class EnvironmentActor(Component):
     def _reset(self, request: EnvironmentResetRequest) -> EnvironmentResetResponse:
         if self._video is not None:
             self._video.next_episode(request.episode)
-        outcome = self.env.reset(check_seed(request.seed))
-        return EnvironmentResetResponse(outcome.observations, outcome.acting, outcome.legal_actions,
-                                        self._infos(outcome.infos))
+        return reset_answer(self.env, request, self._info)
 
     @handles(EnvironmentUpdateRequest)
     def _update(self, request: EnvironmentUpdateRequest) -> EnvironmentUpdateResponse:
-        o = self.env.step(request.actions)
-        infos = o.infos
-        return EnvironmentUpdateResponse(o.observations, o.rewards, o.terminated, o.truncated,
-                                         o.acting, o.legal_actions,
-                                         self._infos(infos) if infos else infos)
-
-    def _infos(self, infos: dict[str, Any]) -> dict[str, Any]:
-        """slot -> the codec-safe part of its info, for the slots whose part is not empty."""
-        if not infos:
-            return infos
-        kept = {slot: self._info.single(info) for slot, info in infos.items()}
-        return {slot: info for slot, info in kept.items() if info}
+        return update_answer(self.env, request, self._info)
 
     @handles(VectorResetRequest)
     def _vector_reset(self, request: VectorResetRequest) -> VectorStepResponse:

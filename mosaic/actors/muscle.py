@@ -11,6 +11,7 @@ from mosaic.actors.snapshots import SnapshotPool
 from mosaic.agents import Muscle, MuscleContext
 from mosaic.agents.batch import Batch
 from mosaic.agents.metrics import MetricLog, PendingMetrics
+from mosaic.agents.muscle_step import MuscleCalls, muscle_step
 from mosaic.agents.per_copy import PerCopyMuscles
 from mosaic.core.checkpoints import learner_arrays, restore_learner
 from mosaic.core.errors import MosaicError
@@ -40,8 +41,6 @@ from mosaic.messages.names import AGENT_CONDUCTOR, SIMULATION_CONTROLLER
 from mosaic.runtime.component import Component, handles
 from mosaic.transport import RequestClient
 
-_NO_ACTIONS: dict[str, Any] = {}
-_NO_INFO: dict[str, Any] = {}
 DEFAULT_BRAIN_TIMEOUT_S = 60.0
 
 
@@ -87,8 +86,7 @@ class MuscleActor(Component):
         self._brain_timeout = DEFAULT_BRAIN_TIMEOUT_S
         self._slots: frozenset[str] = frozenset()
         self._checkpoint_every = 0
-        self._informs = False
-        self._learns = True
+        self._calls = MuscleCalls(Muscle)
         self._episodes = 0
         self._metrics = MetricLog()
         self._relayed: PendingMetrics[Metric] = PendingMetrics(f"the brain of muscle {uid!r}")
@@ -135,10 +133,7 @@ class MuscleActor(Component):
                 params=dict(request.muscle.params), metrics=self._greedy_metrics))
             self._greedy = greedy
         self._slots = frozenset(slots)
-        # Most muscles ignore infos, and a muscle that does not learn ignores its rewards: skip
-        # the calls (one per slot a step) on the hot path for them.
-        self._informs = cls.receive_info is not Muscle.receive_info
-        self._learns = cls.feedback is not Muscle.feedback
+        self._calls = MuscleCalls(cls)
         self._brain_timeout = request.brain_timeout
         self._checkpoint_every = request.checkpoint_every
         if request.brain_endpoint:
@@ -186,48 +181,30 @@ class MuscleActor(Component):
         muscle = self._muscle
         if muscle is None:
             raise MosaicError(f"muscle {self.uid!r} was not set up")
-        observations = request.observations
         snapshot = None
         if request.step == 0:
             if self._pool is not None:
                 snapshot = self._play_snapshot(muscle)
             self._episode_starts(1)
-            muscle.reset()
-        if self._informs:
-            self._inform(muscle, request)
-        if request.step and self._learns:
-            for slot, reward in request.rewards.items():
-                experience = muscle.feedback(slot, reward, request.terminated, request.truncated,
-                                             observations.get(slot))
-                if experience is not None:
-                    self._learn(muscle, experience)
+        actions = muscle_step(muscle, request, self._slots, self._calls, self._learn)
         if request.terminated or request.truncated:
-            return AgentUpdateResponse(_NO_ACTIONS, self._reported())
-        return AgentUpdateResponse(self._act(muscle, request), self._reported(), snapshot)
+            return AgentUpdateResponse(actions, self._reported())
+        return AgentUpdateResponse(actions, self._reported(), snapshot)
 
     @handles(AgentEvaluateRequest)
     def _evaluate(self, request: AgentEvaluateRequest) -> AgentUpdateResponse:
-        """A step of an evaluation episode, played by the greedy instance."""
+        """A step of an evaluation episode, played by the greedy instance: what its feedback
+        returns is dropped (evaluation teaches nothing)."""
         # A self-play muscle acts greedily already: it plays evaluation episodes itself.
         greedy = self._greedy if self._pool is None else self._muscle
         if greedy is None:
             raise MosaicError(f"muscle {self.uid!r} was not set up for evaluation")
         self._greedy_metrics.take()
-        observations = request.observations
-        snapshot = None
-        if request.step == 0:
-            snapshot = self._playing
-            greedy.reset()
-        if self._informs:
-            self._inform(greedy, request)
-        if request.step and self._learns:
-            # Evaluation teaches nothing: what feedback returns goes nowhere.
-            for slot, reward in request.rewards.items():
-                greedy.feedback(slot, reward, request.terminated, request.truncated,
-                                observations.get(slot))
+        actions = muscle_step(greedy, request, self._slots, self._calls, None)
         if request.terminated or request.truncated:
-            return AgentUpdateResponse(_NO_ACTIONS, self._reported())
-        return AgentUpdateResponse(self._act(greedy, request), self._reported(), snapshot)
+            return AgentUpdateResponse(actions, self._reported())
+        return AgentUpdateResponse(actions, self._reported(),
+                                   self._playing if request.step == 0 else None)
 
     @handles(AgentBatchRequest)
     def _batch(self, request: AgentBatchRequest) -> AgentBatchResponse:
@@ -241,33 +218,10 @@ class MuscleActor(Component):
         (slot,) = self._slots
         if o.acted.any():
             for experience in muscle.feedback_batch(slot, batch):
-                self._learn(muscle, experience)
+                self._learn(experience)
         self._episode_starts(int(o.starts.sum()))
         actions = muscle.act_batch(slot, batch)
         return AgentBatchResponse(actions, self._reported())
-
-    def _act(self, muscle: Muscle, request: AgentUpdateRequest | AgentEvaluateRequest
-             ) -> dict[str, Any]:
-        """``muscle``'s action for each acting slot of this muscle in ``request``."""
-        act, observations, legal, mine = (muscle.act, request.observations,
-                                          request.legal_actions, self._slots)
-        if not legal:
-            return {slot: act(slot, observations[slot], None)
-                    for slot in request.acting if slot in mine}
-        return {slot: act(slot, observations[slot], legal.get(slot))
-                for slot in request.acting if slot in mine}
-
-    def _inform(self, muscle: Muscle, request: AgentUpdateRequest | AgentEvaluateRequest) -> None:
-        """``receive_info`` for each slot that gets feedback or acts in ``request``, before
-        either."""
-        infos = request.infos
-        for slot in request.rewards:
-            muscle.receive_info(slot, infos.get(slot, _NO_INFO))
-        if request.terminated or request.truncated:
-            return
-        for slot in request.acting:
-            if slot in self._slots and (not request.step or slot not in request.rewards):
-                muscle.receive_info(slot, infos.get(slot, _NO_INFO))
 
     def _reported(self) -> tuple[Metric, ...] | None:
         """The metrics for the next answer: the brain's passed on, then the muscle's own."""
@@ -296,7 +250,8 @@ class MuscleActor(Component):
             return None
         return learner_arrays(muscle.state(), context.rng)
 
-    def _learn(self, muscle: Muscle, experience: Any) -> None:
+    def _learn(self, experience: Any) -> None:
+        """The training instance's ``experience`` to the brain; its answer to both instances."""
         if self._brain is None:
             raise MosaicError(f"muscle {self.uid!r} returned experience but has no brain")
         answer = self._brain.request(MuscleUpdateRequest(self.uid, experience),
@@ -305,12 +260,12 @@ class MuscleActor(Component):
         if answer.metrics:
             self._relayed.extend(answer.metrics)
         if answer.update is not None:
-            self._apply(answer.update, muscle)
+            self._apply(answer.update)
 
-    def _apply(self, update: Any, muscle: Muscle | None = None) -> None:
-        """Give ``update`` to ``muscle`` (default: the training instance), and to the greedy
-        instance too."""
-        (muscle or self._muscle).apply_update(update)  # type: ignore[union-attr]
+    def _apply(self, update: Any) -> None:
+        """Give ``update`` to the training instance, and to the greedy instance too."""
+        if self._muscle is not None:
+            self._muscle.apply_update(update)
         if self._greedy is not None:
             self._greedy.apply_update(update)
 

@@ -2,7 +2,7 @@
 
 On a terminal (or in a notebook), :class:`ProgressDisplay` draws one line per active run with
 rich: a bar, the percentage done, the ETA, what is done of how much, steps/s and the mean return
-of the last :data:`~mosaic.conductors.run_context.RECENT_EPISODES` episodes (per agent when
+of the last :data:`~mosaic.stepping.progress.RECENT_EPISODES` episodes (per agent when
 several agents play); a run's line goes when the run ends. Elsewhere (a CI log, a file) it
 writes a plain line each time a run passes another tenth, without control characters, so that
 a log reads top to bottom.
@@ -25,9 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
-from mosaic.conductors import run_context
-from mosaic.conductors.run_context import RECENT_EPISODES, RunContext
+from mosaic.conductors.run_context import RunContext
 from mosaic.messages import RunConfig
+from mosaic.stepping import progress as run_progress
+from mosaic.stepping.progress import RECENT_EPISODES
 from mosaic.store import format_means
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ class _Run:
     #: (episodes, steps) each time its episodes changed: the length of its recent episodes.
     seen: deque[tuple[int, int]] = field(default_factory=lambda: deque(maxlen=RECENT_EPISODES))
 
-    def totals(self, p: run_context.Progress) -> tuple[int, int | None]:
+    def totals(self, p: run_progress.Progress) -> tuple[int, int | None]:
         """What is done and of how much, in the run's unit (the total None while unknown)."""
         if not self.in_steps:
             return p.episodes, p.episodes_total or None

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mosaic.conductors.run_context import RECENT_EPISODES
 from mosaic.core.store_url import mask
 from mosaic.orchestration.executor import RunResult
+from mosaic.stepping.progress import RECENT_EPISODES
 from mosaic.store import open_store
 from mosaic.store.states import SUCCESSFUL_STATUSES
 
@@ -28,7 +28,7 @@ class RunRecord:
     ``finished``, ``failed`` or ``cancelled`` (``error`` says why it failed), and ``digest``
     is the hex digest of every observation, action and reward (the same file, seed and values
     give the same digest). ``mean_return`` is over all its episodes, ``recent_mean_return``
-    over the last :data:`~mosaic.conductors.run_context.RECENT_EPISODES`: "mean return (all)"
+    over the last :data:`~mosaic.stepping.progress.RECENT_EPISODES`: "mean return (all)"
     and "mean return (last 100)" of ``runs list``. A run of several agents (multi-agent,
     self-play) has them per agent too, in ``agent_means`` and ``agent_recent_means`` (agent uid
     -> mean of its returns; empty for a run of one agent), as the summary and ``runs list``

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mosaic.conductors.run_context import RECENT_EPISODES
 from mosaic.core.text_table import format_table
 from mosaic.orchestration.executor import RunResult
+from mosaic.stepping.progress import RECENT_EPISODES
 from mosaic.store import format_means
 
 if TYPE_CHECKING:

@@ -8,7 +8,6 @@ flag, the store writer and live progress counters. It never crosses a process bo
 from __future__ import annotations
 
 import threading
-from collections import deque
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -20,6 +19,7 @@ from mosaic.messages.names import muscle_uid
 from mosaic.runtime.bootstrap import NO_TRUST, Bootstrap, named_strings
 from mosaic.runtime.placement import Placed, ProcessPlaced
 from mosaic.runtime.ray_support import node_address
+from mosaic.stepping.progress import Progress
 from mosaic.transport import Credentials, EndpointAllocator
 from mosaic.transport.keys import CurveKeys
 
@@ -53,60 +53,8 @@ class RunRecords(Protocol):
 #: A component's time to shut down after a failure or a cancel (see RunContext.shutdown_timeout).
 HURRIED_SHUTDOWN_S = 0.5
 
-#: How many of the last episodes the recent mean return is over (progress and the summary).
-RECENT_EPISODES = 100
-
 #: Component kinds on the per-step path, pinned to the run's step-loop CPU.
 HOT_LOOP_KINDS = frozenset({"environment", "muscle"})
-
-
-@dataclass
-class Progress:
-    """Counters the simulation controller updates and the executor reads (plain ints: atomic)."""
-
-    episodes: int = 0
-    steps: int = 0
-    episodes_total: int = 0
-    return_sum: float = 0.0
-    #: agent uid -> sum of its episode returns (its slots' rewards), and how many episodes it
-    #: played, for per-agent means.
-    agent_return_sums: dict[str, float] = field(default_factory=dict)
-    agent_episodes: dict[str, int] = field(default_factory=dict)
-    last_return: float | None = None
-    #: The returns of the last RECENT_EPISODES episodes, and of each agent in them.
-    recent_returns: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_EPISODES))
-    agent_recent_returns: dict[str, deque[float]] = field(default_factory=dict)
-    #: Hex digest of every step taken so far (set when the simulation stops).
-    digest: str | None = None
-    #: The digest chain at the last episode end (hex), and where each environment's loop stood
-    #: then, with each copy's next episode for an environment with copies: what a checkpoint
-    #: keeps for a run that continues this one.
-    chain: str = ""
-    positions: dict[str, tuple[int, int, int]] = field(default_factory=dict)
-    copy_episodes: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    first_step_at: float | None = None
-    last_step_at: float | None = None
-    #: Why a termination condition ended the run before its episodes (None: it did not).
-    ended_early: str | None = None
-    #: A run of a search: whether its pruner ended it (``ended_early`` says why), and the
-    #: (episodes, value) of its metric at each episode end (see mosaic.orchestration.pruning).
-    pruned: bool = False
-    reported: list[tuple[int, float]] = field(default_factory=list)
-
-    def agent_ended_episode(self, agent: str, total: float) -> None:
-        """Count ``total``, ``agent``'s return in an episode that ended."""
-        self.agent_return_sums[agent] = self.agent_return_sums.get(agent, 0.0) + total
-        self.agent_episodes[agent] = self.agent_episodes.get(agent, 0) + 1
-        recent = self.agent_recent_returns.get(agent)
-        if recent is None:
-            recent = self.agent_recent_returns[agent] = deque(maxlen=RECENT_EPISODES)
-        recent.append(total)
-
-    @property
-    def recent_mean(self) -> float | None:
-        """The mean return of the last :data:`RECENT_EPISODES` episodes (None before any)."""
-        recent = list(self.recent_returns)  # a copy: the controller appends meanwhile
-        return sum(recent) / len(recent) if recent else None
 
 
 class Supervisor:

@@ -58,7 +58,7 @@ class _Dropped(Exception):
 class InfoFilter:
     """Makes the infos of one environment codec-safe, warning once per key it drops.
 
-    Used by the environment actor's thread only.
+    Used by the thread that steps the environment only.
     """
 
     def __init__(self, environment: str) -> None:
@@ -73,6 +73,14 @@ class InfoFilter:
             self._warn("", f"info is a {type(info).__name__}, not a dict")
             return _EMPTY
         return self._mapping(info, "", 0, MAX_ELEMENTS)
+
+    def per_slot(self, infos: dict[str, Any]) -> dict[str, Any]:
+        """slot -> the kept part of its info, for the slots of ``infos`` whose part is not
+        empty (a per-player environment's outcome)."""
+        if not infos:
+            return infos
+        kept = {slot: self.single(info) for slot, info in infos.items()}
+        return {slot: info for slot, info in kept.items() if info}
 
     def vector(self, info: Any, copies: int) -> dict[str, Any]:
         """The kept part of a vector environment's ``info`` of ``copies`` copies."""

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from mosaic.conductors.run_context import Progress, RunContext
+from mosaic.conductors.run_context import RunContext
 from mosaic.core.affinity import available_cpus, choose_cpu, pin_thread
 from mosaic.core.checkpoints import (
     CheckpointError,
@@ -47,6 +47,7 @@ from mosaic.orchestration.checkpoint_sync import (
 from mosaic.orchestration.governing import WAIT_SLICE_MS, govern
 from mosaic.orchestration.videos import record_videos
 from mosaic.runtime.placement import kill_all_processes
+from mosaic.stepping.progress import Progress
 from mosaic.store.reader import SEARCH_SOURCE
 from mosaic.store.resume import RestartPoint, StoredExperiment, StoredRun
 from mosaic.store.writer import CALL_TIMEOUT_S

@@ -2,7 +2,7 @@
 
 A run of a search (:class:`~mosaic.messages.SearchPlan` in its config) reports its metric at
 every episode end: ``return``, the mean return of its recent episodes (the last
-:data:`~mosaic.conductors.run_context.RECENT_EPISODES`), or the last value its learners logged
+:data:`~mosaic.stepping.progress.RECENT_EPISODES`), or the last value its learners logged
 of a metric of that name. The run's pruner is Optuna's, on a study of its own held here: the
 trials that ended before the run's wave (the plan's snapshot) and the run itself. So the
 decision depends on what the run reported and on that snapshot only, and is the same in a
@@ -15,9 +15,9 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from mosaic.conductors.run_context import Progress
 from mosaic.experiment.search import build_pruner, optuna
 from mosaic.messages import SearchPlan, SearchTrial
+from mosaic.stepping.progress import Progress
 
 __all__ = ["Pruning", "replay"]
 

@@ -23,11 +23,12 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mosaic.conductors.run_context import RECENT_EPISODES, Progress, RunContext, RunRecords
+from mosaic.conductors.run_context import RunContext, RunRecords
 from mosaic.core.errors import CodecError, MosaicError
 from mosaic.messages import RunRecordsRequest, RunRecordsResponse
 from mosaic.messages.codec import pack, unpack
 from mosaic.messages.relay import RECORD_KINDS
+from mosaic.stepping.progress import RECENT_EPISODES, Progress
 from mosaic.transport import RequestClient
 
 __all__ = ["RELAY_EVERY_S", "RecordRelay", "RecordSink", "apply"]

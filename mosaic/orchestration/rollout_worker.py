@@ -7,7 +7,7 @@ simulation controller starts each one as it starts an environment
 (:class:`~mosaic.messages.EnvironmentStartRequest`); the agent conductor sets up its muscle
 (:class:`~mosaic.messages.MuscleSetupRequest`), which talks to its brain over the brain's socket
 as any muscle does; then, on :class:`~mosaic.messages.RolloutRunRequest`, the worker steps its
-copies through the step core (:class:`~mosaic.orchestration.copy_episodes.CopyEpisodes`), calling
+copies through the step core (:class:`~mosaic.stepping.copy_episodes.CopyEpisodes`), calling
 the environment and the muscle in its own thread, until its share of the episodes has ended. In a
 run that continues a saved one, its copies start at their next episodes in the saved position;
 once done, it tells where they stand, for the run after.
@@ -32,7 +32,6 @@ from typing import Any, cast
 
 from mosaic.actors.environment import EnvironmentActor
 from mosaic.actors.muscle import MuscleActor
-from mosaic.conductors.run_context import Progress
 from mosaic.core.errors import MosaicError
 from mosaic.messages import (
     AgentBatchRequest,
@@ -54,11 +53,12 @@ from mosaic.messages import (
 )
 from mosaic.messages.copying import detached
 from mosaic.messages.names import AGENT_CONDUCTOR, SIMULATION_CONTROLLER
-from mosaic.orchestration.copy_episodes import CopyEpisodes
-from mosaic.orchestration.episodes import Recording, Schedule
-from mosaic.orchestration.ledger import EpisodeRecorder, Ledger
-from mosaic.orchestration.termination import Termination
 from mosaic.runtime.component import Component, handle_hosted, handles
+from mosaic.stepping.copy_episodes import CopyEpisodes
+from mosaic.stepping.episodes import Recording, Schedule
+from mosaic.stepping.ledger import EpisodeRecorder, Ledger
+from mosaic.stepping.progress import Progress
+from mosaic.stepping.termination import Termination
 
 __all__ = ["MAX_UNCOLLECTED", "RolloutWorker"]
 

@@ -42,8 +42,8 @@ from mosaic.messages import (
     SensorSpec,
     names,
 )
-from mosaic.orchestration.episodes import Recording, Schedule
-from mosaic.orchestration.ledger import Ledger
+from mosaic.stepping.episodes import Recording, Schedule
+from mosaic.stepping.ledger import Ledger
 from mosaic.transport import RequestClient
 
 __all__ = ["COLLECT_EVERY_S", "Rollout", "RolloutSet", "Worker"]

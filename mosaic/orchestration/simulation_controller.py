@@ -3,7 +3,7 @@
 It holds the run's links and drives them: set-up, the send/receive rounds of the per-step loop,
 supervision, handing rows to the store and the ordered shutdown. The step bookkeeping (pending
 actions, rewards, episode ends, the digest chain) is the step core's, which knows no socket:
-:mod:`mosaic.orchestration.episodes` and :mod:`mosaic.orchestration.ledger`.
+:mod:`mosaic.stepping.episodes` and :mod:`mosaic.stepping.ledger`.
 """
 
 from __future__ import annotations
@@ -57,16 +57,16 @@ from mosaic.messages import (
     names,
 )
 from mosaic.messages.trusted import trusted_constructor
-from mosaic.orchestration.copy_episodes import CopyEpisodes
-from mosaic.orchestration.episodes import Episodes, Recording, Schedule
-from mosaic.orchestration.ledger import Ledger
 from mosaic.orchestration.part_links import PartLinks
-from mosaic.orchestration.player_episodes import PlayerEpisodes
 from mosaic.orchestration.rollouts import Rollout, RolloutSet, Worker, shares
-from mosaic.orchestration.termination import Termination
 from mosaic.orchestration.videos import run_videos
 from mosaic.runtime.component import Component, handles
 from mosaic.runtime.setup_wait import CEILING, SetupWait
+from mosaic.stepping.copy_episodes import CopyEpisodes
+from mosaic.stepping.episodes import Episodes, Recording, Schedule
+from mosaic.stepping.ledger import Ledger
+from mosaic.stepping.player_episodes import PlayerEpisodes
+from mosaic.stepping.termination import Termination
 from mosaic.transport import RequestClient
 
 log = logging.getLogger(__name__)

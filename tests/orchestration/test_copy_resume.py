@@ -13,7 +13,6 @@ from typing import Any, cast
 import numpy as np
 import pytest
 
-from mosaic.conductors.run_context import Progress
 from mosaic.core.checkpoints import (
     Checkpoint,
     checkpoint_path,
@@ -36,16 +35,17 @@ from mosaic.messages import (
     RolloutStopRequest,
     VectorResetRequest,
 )
-from mosaic.orchestration.copy_episodes import CopyEpisodes
-from mosaic.orchestration.episodes import Recording, Schedule
 from mosaic.orchestration.executor import Executor, _resume_point
 from mosaic.orchestration.record_relay import _take_progress, snapshot
 from mosaic.orchestration.rollout_worker import RolloutWorker
 from mosaic.orchestration.rollouts import Rollout, Worker
 from mosaic.runtime.component import handle_hosted
+from mosaic.stepping.copy_episodes import CopyEpisodes
+from mosaic.stepping.episodes import Recording, Schedule
+from mosaic.stepping.progress import Progress
 from mosaic.store.writer import StoreWriter
 from tests.e2e.cli import write_experiment
-from tests.orchestration.test_episodes import (
+from tests.stepping.test_episodes import (
     SEED,
     BatchMuscle,
     Script,

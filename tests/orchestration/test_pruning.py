@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from mosaic.conductors.run_context import Progress
 from mosaic.experiment import experiment_from_data
 from mosaic.messages import SearchPlan, SearchTrial
-from mosaic.orchestration.ledger import Ledger
 from mosaic.orchestration.pruning import Pruning, replay
 from mosaic.orchestration.search import Search, best_point
-from mosaic.orchestration.termination import Termination
+from mosaic.stepping.ledger import Ledger
+from mosaic.stepping.progress import Progress
+from mosaic.stepping.termination import Termination
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -2,11 +2,14 @@
 
 This is for tests, benchmarks and debugging a learner without the orchestration: no actors, no
 sockets, no store. Real runs go through ``mosaic experiment-start`` with an experiment file. The
-harness keeps mosaic's contract so that a learner that works here works there:
+harness drives the step core a run drives (:mod:`mosaic.stepping`), so that a learner that
+works here works there, step for step: a harness run of a run's first agent has that run's
+digest (:attr:`Harness.digest`, as ``mosaic runs show`` prints it). It keeps:
 
-* the call order of :class:`~mosaic.actors.muscle.MuscleActor`: ``reset`` and ``act`` at an
-  episode's first step; then per step ``feedback``, experience to ``Brain.learn`` and its
-  answer to ``apply_update``, then ``act`` unless the episode ended;
+* the call order of a run: the muscle starts with its brain's :meth:`~mosaic.agents.Brain.sync`
+  answer; at an episode's first step ``reset`` and ``act``; then per step ``feedback``,
+  experience to ``Brain.learn`` and its answer to ``apply_update``, then ``act`` unless the
+  episode ended (:func:`~mosaic.agents.muscle_step.muscle_step`, the muscle actor's own);
 * the seeds: run seed ``seed`` gives the brain ``brain_seed(seed, 0)``, the muscle
   ``muscle_seed(seed, 0, 0)`` and episode ``k`` the reset seed ``episode_seed(seed, 0, k)``, as
   for the first agent in the first environment of a run. ``seed`` is a *run's* seed, which a
@@ -23,6 +26,7 @@ harness keeps mosaic's contract so that a learner that works here works there:
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -33,6 +37,7 @@ import gymnasium
 from mosaic.agents.brain import Brain, NoOpBrain
 from mosaic.agents.context import BrainContext, Mode, MuscleContext, Slot
 from mosaic.agents.muscle import Muscle
+from mosaic.agents.muscle_step import MuscleCalls, muscle_step
 from mosaic.core.checkpoints import (
     Checkpoint,
     learner_arrays,
@@ -41,10 +46,27 @@ from mosaic.core.checkpoints import (
     write_checkpoint,
 )
 from mosaic.core.errors import MosaicError
-from mosaic.core.seeding import brain_seed, episode_seed, muscle_seed
+from mosaic.core.seeding import brain_seed, muscle_seed
 from mosaic.core.spaces import space_from_dict, space_to_dict
-from mosaic.environments.gymnasium_adapter import GYMNASIUM_SLOT
+from mosaic.environments.answers import reset_answer, update_answer
+from mosaic.environments.gymnasium_adapter import GYMNASIUM_SLOT, GymnasiumAdapter
+from mosaic.environments.info import InfoFilter
+from mosaic.messages import (
+    AgentEvaluateRequest,
+    AgentUpdateRequest,
+    AgentUpdateResponse,
+    EnvironmentPosition,
+    EnvironmentResetRequest,
+    EnvironmentUpdateRequest,
+    Request,
+    Response,
+)
 from mosaic.messages.codec import pack, unpack
+from mosaic.stepping.episodes import Recording, Schedule
+from mosaic.stepping.ledger import Ledger
+from mosaic.stepping.player_episodes import PlayerEpisodes
+from mosaic.stepping.progress import Progress
+from mosaic.stepping.termination import Termination
 
 __all__ = ["EpisodeStats", "Harness"]
 
@@ -103,8 +125,8 @@ class Harness:
         self.seed = int(seed)
         self.mode = mode
         self.max_steps = max_steps
+        self.agent = agent
         self.muscle_uid = f"{agent}@{environment}"
-        self.episodes_done = 0
         self._wire = wire
         self._closed = False
         slot = Slot(GYMNASIUM_SLOT, space_from_dict(space_to_dict(env.observation_space)),
@@ -119,6 +141,31 @@ class Harness:
                                         environment=environment, slots=slots,
                                         seed=muscle_seed(self.seed, 0, 0), mode=mode,
                                         params={**agent_params, **(muscle_params or {})}))
+        self._slots = frozenset(slots)
+        self._calls = MuscleCalls(type(muscle))
+        self._sync()
+        self._adapter = GymnasiumAdapter(env)
+        self._info = InfoFilter(environment)
+        # The step core as a run's first environment: its seeds, its truncation at max_steps,
+        # its digest. The harness says when to stop, so the schedule's episodes never end it.
+        self._ledger = Ledger(0, Progress(), Termination(), "", hand_over=_nothing,
+                              record_episode=self._episode_ended)
+        self._loop = PlayerEpisodes(0, environment, {GYMNASIUM_SLOT: agent}, self._ledger,
+                                    Schedule(self.seed, sys.maxsize, max_steps),
+                                    Recording(episodes=True), self._ask)
+        self._ended: list[tuple[int, int, float, bool, bool]] = []
+
+    @property
+    def episodes_done(self) -> int:
+        """The episodes played so far (and resumed from)."""
+        return self._loop.episode
+
+    @property
+    def digest(self) -> str:
+        """The digest of every step so far, as a run's (hex): a harness run of a run's first
+        agent, with the run's seed, gives the digest ``mosaic runs show`` prints for the run.
+        It starts afresh after :meth:`resume`."""
+        return self._ledger.digest.hexdigest()
 
     def save(self, path: str) -> None:
         """Write a checkpoint between episodes, as the end of a phase writes it."""
@@ -137,10 +184,15 @@ class Harness:
         part = saved.muscles.get(self.muscle_uid)
         if part is not None:
             self.muscle.load_state(restore_learner(part, self.muscle.context.rng))
+        self._sync()
+        self._loop.resume(EnvironmentPosition(
+            episode=saved.positions.get(self.environment, (0, 0, 0))[0]))
+
+    def _sync(self) -> None:
+        """The brain's sync answer to the muscle, as a muscle that starts in a run gets it."""
         update = self.brain.sync(self.muscle_uid)
         if update is not None:
             self.muscle.apply_update(_through_wire(update) if self._wire else update)
-        self.episodes_done = saved.positions.get(self.environment, (0, 0, 0))[0]
 
     def run(
         self,
@@ -159,28 +211,33 @@ class Harness:
         return results
 
     def _episode(self) -> EpisodeStats:
-        env, muscle, slot = self.env, self.muscle, GYMNASIUM_SLOT
-        index = self.episodes_done
+        loop, ended = self._loop, self._ended
         started = time.perf_counter()
-        observation, info = env.reset(seed=episode_seed(self.seed, 0, index))
-        muscle.reset()
-        action = muscle.act(slot, observation, info.get("action_mask"))
-        steps, total = 0, 0.0
-        while True:
-            observation, reward, terminated, truncated, info = env.step(action)
-            steps += 1
-            reward, terminated = float(reward), bool(terminated)
-            truncated = bool(truncated) or (self.max_steps is not None and steps >= self.max_steps)
-            total += reward
-            experience = muscle.feedback(slot, reward, terminated, truncated, observation)
-            if experience is not None:
-                self._learn(experience)
-            if terminated or truncated:
-                break
-            action = muscle.act(slot, observation, info.get("action_mask"))
-        self.episodes_done += 1
-        return EpisodeStats(index, steps, total, terminated, truncated,
+        while not ended:
+            loop.advance(self._step)
+        episode, steps, total, terminated, truncated = ended.pop()
+        return EpisodeStats(episode, steps, total, terminated, truncated,
                             time.perf_counter() - started)
+
+    def _step(self, request: Request) -> Response:
+        """The environment's answer to the step core's ``request``."""
+        if isinstance(request, EnvironmentUpdateRequest):
+            return update_answer(self._adapter, request, self._info)
+        if isinstance(request, EnvironmentResetRequest):
+            return reset_answer(self._adapter, request, self._info)
+        raise MosaicError(f"the harness cannot answer a {type(request).__name__}")
+
+    def _ask(self, request: AgentUpdateRequest | AgentEvaluateRequest
+             ) -> tuple[tuple[str, AgentUpdateResponse]]:
+        actions = muscle_step(self.muscle, request, self._slots, self._calls, self._learn)
+        return ((self.agent, AgentUpdateResponse(actions)),)
+
+    def _episode_ended(self, run_id: int, environment: str, episode: int, steps: int,
+                       total_return: float | None, returns: Mapping[str, float],
+                       terminated: bool, truncated: bool, seed: int | None, copy: int = 0,
+                       evaluation: bool = False, snapshots: Mapping[str, int] | None = None,
+                       chain: str | None = None) -> None:
+        self._ended.append((episode, steps, total_return or 0.0, terminated, truncated))
 
     def _learn(self, experience: Any) -> None:
         if self._wire:
@@ -204,3 +261,7 @@ class Harness:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _nothing() -> None:
+    """The harness keeps no rows: the step core's hand-over has nowhere to go."""

@@ -2,7 +2,7 @@
 
 An :class:`Episodes` holds the step bookkeeping of one environment of a run: the pending
 actions, the settlement of rewards, evaluation rounds, self-play snapshots, the rows for the
-store and ended episodes, adding to the run's :class:`~mosaic.orchestration.ledger.Ledger`
+store and ended episodes, adding to the run's :class:`~mosaic.stepping.ledger.Ledger`
 (the digest chain, progress, termination). It talks to nothing but plain callables: the
 muscles are asked through the ``ask`` it is built with, and the environment is stepped by
 whoever drives it, in one of two ways:
@@ -13,9 +13,9 @@ whoever drives it, in one of two ways:
 * :meth:`Episodes.advance` with a callable that steps the environment, for a driver in the
   environment's own thread (and the tests).
 
-Two implementations: :class:`~mosaic.orchestration.player_episodes.PlayerEpisodes` for
+Two implementations: :class:`~mosaic.stepping.player_episodes.PlayerEpisodes` for
 per-player environments (PettingZoo AEC and parallel, Gymnasium) and
-:class:`~mosaic.orchestration.copy_episodes.CopyEpisodes` for an environment's ``copies:``,
+:class:`~mosaic.stepping.copy_episodes.CopyEpisodes` for an environment's ``copies:``,
 stepped in lockstep.
 """
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mosaic.messages import EnvironmentPosition, Request, Response
-from mosaic.orchestration.ledger import Ledger
+from mosaic.stepping.ledger import Ledger
 
 __all__ = ["Episodes", "Recording", "Schedule", "chosen"]
 

@@ -37,8 +37,8 @@ from mosaic.messages import (
     VectorStepResponse,
 )
 from mosaic.messages.codec import pack
-from mosaic.orchestration.episodes import Episodes, Recording, Schedule, chosen
-from mosaic.orchestration.ledger import Ledger
+from mosaic.stepping.episodes import Episodes, Recording, Schedule, chosen
+from mosaic.stepping.ledger import Ledger
 
 __all__ = ["AskBatch", "CopyEpisodes"]
 

@@ -1,4 +1,4 @@
-"""The step core (mosaic.orchestration.episodes) on its own: no sockets, no threads, no run.
+"""The step core (mosaic.stepping.episodes) on its own: no sockets, no threads, no run.
 
 The environment is a scripted list of answers and the muscles a callable that records what it
 was asked, so each test reads the bookkeeping directly: rewards, rows, records and the digest.
@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mosaic.conductors.run_context import Progress
 from mosaic.core.seeding import episode_seed, evaluation_episode_seed
 from mosaic.messages import (
     AgentBatchResponse,
@@ -34,11 +33,12 @@ from mosaic.messages import (
     VectorStepResponse,
 )
 from mosaic.messages.codec import pack
-from mosaic.orchestration.copy_episodes import CopyEpisodes
-from mosaic.orchestration.episodes import Recording, Schedule
-from mosaic.orchestration.ledger import Ledger, chained
-from mosaic.orchestration.player_episodes import PlayerEpisodes
-from mosaic.orchestration.termination import Termination
+from mosaic.stepping.copy_episodes import CopyEpisodes
+from mosaic.stepping.episodes import Recording, Schedule
+from mosaic.stepping.ledger import Ledger, chained
+from mosaic.stepping.player_episodes import PlayerEpisodes
+from mosaic.stepping.progress import Progress
+from mosaic.stepping.termination import Termination
 
 RUN_ID = 7
 SEED = 1234

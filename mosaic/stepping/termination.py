@@ -7,9 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mosaic.conductors.run_context import Progress
 from mosaic.core.errors import MosaicError
 from mosaic.messages import TerminationSpec
+from mosaic.stepping.progress import Progress
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The run's ledger: what every environment's episodes add to, in the order they step.
 
 One per run, shared by the episode loops of all its environments (see
-:mod:`mosaic.orchestration.episodes`): the digest and its chain, the rows for the store, the
+:mod:`mosaic.stepping.episodes`): the digest and its chain, the rows for the store, the
 metrics awaiting their stamp, and the run's progress and termination. It holds no socket and
 no run context: the rows leave through the ``hand_over`` callable, the episode records through
 ``record_episode``.
@@ -12,17 +12,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
 
-from mosaic.conductors.run_context import Progress
 from mosaic.messages import Metric
-from mosaic.orchestration.termination import Termination
+from mosaic.stepping.progress import Progress
+from mosaic.stepping.termination import Termination
 
-if TYPE_CHECKING:
-    from mosaic.orchestration.pruning import Pruning
-
-__all__ = ["EpisodeRecorder", "Ledger", "chained"]
+__all__ = ["EpisodeRecorder", "Ledger", "Pruner", "chained"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +32,16 @@ class EpisodeRecorder(Protocol):
                  truncated: bool, seed: int | None, copy: int = 0, evaluation: bool = False,
                  snapshots: Mapping[str, int] | None = None, chain: str | None = None) -> None:
         ...
+
+
+class Pruner(Protocol):
+    """A search's pruner for one run of it (:class:`~mosaic.orchestration.pruning.Pruning`):
+    it sees the run's metric rows as they are stamped, and may end the run at an episode end
+    (its reason; None: go on)."""
+
+    def logged(self, rows: Iterable[tuple[Any, ...]]) -> None: ...
+
+    def reached(self, progress: Progress) -> str | None: ...
 
 
 class _Loop(Protocol):
@@ -62,7 +69,7 @@ class Ledger:
 
     def __init__(self, run_id: int, progress: Progress, termination: Termination, chain: str,
                  hand_over: Callable[[], None], record_episode: EpisodeRecorder | None,
-                 run_uid: str = "", pruning: Pruning | None = None) -> None:
+                 run_uid: str = "", pruning: Pruner | None = None) -> None:
         self.run_id = run_id
         self.progress = progress
         self.termination = termination

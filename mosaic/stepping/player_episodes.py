@@ -28,8 +28,8 @@ from mosaic.messages import (
 )
 from mosaic.messages.codec import pack_each
 from mosaic.messages.trusted import trusted_constructor
-from mosaic.orchestration.episodes import Episodes, Recording, Schedule, chosen
-from mosaic.orchestration.ledger import Ledger
+from mosaic.stepping.episodes import Episodes, Recording, Schedule, chosen
+from mosaic.stepping.ledger import Ledger
 
 __all__ = ["AskMuscles", "PlayerEpisodes"]
 
