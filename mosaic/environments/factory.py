@@ -239,13 +239,17 @@ def _copies(make: Callable[[], gymnasium.Env[Any, Any]], copies: int, vector_mod
             max_steps: int | None, seeding: str) -> VectorAdapter:
     """``copies`` environments from ``make`` in a Sync- or AsyncVectorEnv that mosaic resets."""
     once = seeding == "once"
+    # Copies seeded once and not cut at max_steps reset themselves inside the vector's step
+    # (SAME_STEP): the same episodes, each copy drawing the next from its own generator, as a
+    # reset with a mask after the step gives them, without a second pass over every copy and a
+    # second concatenation of the observations per step an episode ends in.
+    mode = (AutoresetMode.SAME_STEP if once and max_steps is None else AutoresetMode.DISABLED)
     if vector_mode == "sync":
-        return VectorAdapter(SyncVectorEnv([make] * copies,
-                                           autoreset_mode=AutoresetMode.DISABLED), max_steps,
+        return VectorAdapter(SyncVectorEnv([make] * copies, autoreset_mode=mode), max_steps,
                              seed_once=once)
     # Spawned, so that a copy's process does not inherit this one's ZeroMQ and actor threads.
     return VectorAdapter(AsyncVectorEnv([_WithoutInterrupts(make)] * copies,
-                                        autoreset_mode=AutoresetMode.DISABLED, context="spawn"),
+                                        autoreset_mode=mode, context="spawn"),
                          max_steps, seed_once=once)
 
 

@@ -36,8 +36,10 @@ class VectorAdapter:
       the seed mosaic gives it (with ``seed_once``, without one: only the first reset takes
       seeds, and each copy then goes on from its own generator); the step limit ``max_steps``
       truncates a copy here too.
-    * ``SAME_STEP``: the same, with the environment's own reset (its final observation is in
-      ``info["final_obs"]``); no seeds, no step limit.
+    * ``SAME_STEP`` (what ``copies:`` seeded once without ``max_steps`` builds): the same, with
+      the environment's own reset inside its step (its final observation is in
+      ``info["final_obs"]``); no seeds after the first reset, no step limit. Seeded once, both
+      give the same episodes.
     * ``NEXT_STEP`` (Gymnasium's default): a copy that ends is reset by the next step, which
       ignores its action; that step's row says it started and did not act.
 

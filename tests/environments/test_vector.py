@@ -66,6 +66,35 @@ def test_copies_seeded_once_go_on_from_their_own_generators():
         adapter.close()
 
 
+def test_copies_seeded_once_reset_inside_the_step_and_give_the_episodes_of_a_masked_reset():
+    """Without max_steps, copies seeded once reset inside the vector's step (SAME_STEP); with
+    it, mosaic resets them after the step (DISABLED, a reset with a mask). Both give every copy
+    the same episodes: observations, rewards, ends, starts and final observations."""
+    inside = make_vector_environment("gymnasium:CartPole-v1", {}, 4, seeding="once")
+    after = make_vector_environment("gymnasium:CartPole-v1", {}, 4, seeding="once",
+                                    max_steps=10**9)
+    actions = np.random.default_rng(5).integers(0, 2, size=(300, 4))
+    try:
+        assert inside.env.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
+        assert after.env.metadata["autoreset_mode"] == AutoresetMode.DISABLED
+        seeds = np.arange(4, dtype=np.uint64)
+        np.testing.assert_array_equal(inside.reset(seeds).observations,
+                                      after.reset(seeds).observations)
+        ends = 0
+        for step in actions:
+            a, b = inside.step(step, None), after.step(step, None)
+            for field in ("observations", "rewards", "terminated", "truncated", "starts"):
+                np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+            assert a.final_observations.keys() == b.final_observations.keys()
+            for copy, final in a.final_observations.items():
+                np.testing.assert_array_equal(final, b.final_observations[copy])
+            ends += int(a.starts.sum())
+        assert ends > 20
+    finally:
+        inside.close()
+        after.close()
+
+
 def test_an_unknown_seeding_is_refused():
     with pytest.raises(MosaicError, match="seeding must be one of episode, once"):
         make_vector_environment("gymnasium:CartPole-v1", {}, 2, seeding="never")
