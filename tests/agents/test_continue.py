@@ -49,6 +49,10 @@ LEARNERS: dict[str, Learner] = {
     "ppo": ("CartPole-v1", PPOMuscle, PPOBrain,
             {"rollout_steps": 300, "minibatch_size": 64, "epochs": 2, "hidden_sizes": [16]},
             7, 8),
+    # Updates before and after the split, on a learning rate and clip range still falling.
+    "ppo_annealed": ("CartPole-v1", PPOMuscle, PPOBrain,
+                     {"rollout_steps": 64, "minibatch_size": 32, "epochs": 2,
+                      "hidden_sizes": [16], "anneal_steps": 600}, 7, 8),
 }
 #: Learners without a greedy policy checkpoint (Box actions); the split falls between the
 #: random steps and training, with the replay buffer already wrapping around.

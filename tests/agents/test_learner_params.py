@@ -85,8 +85,8 @@ LEARNERS = {
         {"rollout_steps": 2048, "epochs": 10, "minibatch_size": 64, "clip_range": 0.2,
          "discount": 0.99, "gae_lambda": 0.95, "learning_rate": 3e-4, "hidden_sizes": [64, 64],
          "entropy_coef": 0.0, "value_coef": 0.5, "max_grad_norm": 0.5,
-         "normalize_advantages": True, "initial_log_std": 0.0, "load_checkpoint": None,
-         "save_checkpoint": None, "agent_id": "none"},
+         "normalize_advantages": True, "anneal_steps": 0, "initial_log_std": 0.0,
+         "load_checkpoint": None, "save_checkpoint": None, "agent_id": "none"},
         ("gae_lambda", 1.5, "expected a number in [0, 1]"), ("rollout_step", "rollout_steps")),
     "dqn": Learner(
         DQNBrain, DQNMuscle, BOX,

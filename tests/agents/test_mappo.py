@@ -116,6 +116,7 @@ def test_a_centralised_critic_without_the_global_state_names_the_key_to_set() ->
     ({"critic": "global"}, "critic"),
     ({"load_checkpoint": "x.npz"}, "load_checkpoint"),
     ({"agent_id": "yes"}, "agent_id"),
+    ({"anneal_steps": 1000}, "anneal_steps"),  # PPOBrain's alone
 ])
 def test_bad_params_are_refused_by_name(params: dict[str, Any], key: str) -> None:
     with pytest.raises(MosaicError, match=f"params.{key}"):

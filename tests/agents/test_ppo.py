@@ -58,7 +58,7 @@ def test_defaults_and_bad_params_are_reported_by_name() -> None:
                                                                3e-4, [64, 64])
     for bad, key in (({"clip_range": 0}, "clip_range"), ({"gae_lambda": 1.5}, "gae_lambda"),
                      ({"hidden_sizes": [0]}, "hidden_sizes"), ({"epochs": "3"}, "epochs"),
-                     ({"clip": 0.1}, "clip")):
+                     ({"clip": 0.1}, "clip"), ({"anneal_steps": -1}, "anneal_steps")):
         with pytest.raises(MosaicError, match=f"params.{key}"):
             brain_with(spaces.Discrete(2), **bad)
         with pytest.raises(MosaicError, match=f"params.{key}"):
@@ -184,6 +184,59 @@ def test_same_seed_gives_the_same_run_and_state_round_trips() -> None:
         np.testing.assert_array_equal(fresh.state()[name], array)
     with pytest.raises(MosaicError):
         fresh.load_state({k: v for k, v in state.items() if k != "value.W0"})
+
+
+def rollout_of_64_steps(muscle: PPOMuscle | None = None) -> Any:
+    """64 steps of a fresh ``muscle`` (set up with ``rollout_steps: 64``; by default one of
+    Discrete(2)) on random observations and rewards, episodes of 20 steps: its experience."""
+    if muscle is None:
+        muscle = muscle_with(spaces.Discrete(2), rollout_steps=64)
+    rng = np.random.default_rng(1)
+    experience = None
+    for t in range(64):
+        muscle.act("agent_0", rng.standard_normal(4))
+        experience = muscle.feedback("agent_0", float(rng.standard_normal()), t % 20 == 19,
+                                     False, rng.standard_normal(4))
+    assert experience is not None
+    return experience
+
+
+def test_anneal_steps_take_the_learning_rate_and_clip_range_linearly_to_zero() -> None:
+    experience = rollout_of_64_steps()
+    small: dict[str, Any] = {"rollout_steps": 64, "minibatch_size": 16, "epochs": 2,
+                             "hidden_sizes": [16], "learning_rate": 0.001, "clip_range": 0.2}
+    annealed = brain_with(spaces.Discrete(2), **small, anneal_steps=192)
+    constant = brain_with(spaces.Discrete(2), **small)
+    start = annealed.weights()
+    first = annealed.learn("a@env", experience)
+    # After 64 of 192 steps two thirds are left, as Stable-Baselines3's lin_ schedules.
+    assert annealed.optimizer.learning_rate == pytest.approx(0.001 * 2 / 3)
+    assert annealed.clip_range == pytest.approx(0.2 * 2 / 3)
+    unannealed = constant.learn("a@env", experience)
+    assert constant.optimizer.learning_rate == 0.001 and constant.clip_range == 0.2
+    assert not np.array_equal(first["W0"], start["W0"])
+    assert not np.allclose(first["W0"], unannealed["W0"], rtol=0, atol=1e-7)
+    second = annealed.learn("a@env", experience)
+    third = annealed.learn("a@env", experience)  # 192 steps: nothing left to learn with
+    assert annealed.optimizer.learning_rate == 0.0 and annealed.clip_range == 0.0
+    assert not np.array_equal(second["W0"], first["W0"])
+    assert third.keys() == second.keys()
+    for name, array in second.items():
+        if name != "version":
+            np.testing.assert_array_equal(third[name], array, err_msg=name)
+    # The steps learnt from are part of the state, so a continued run anneals on.
+    state = annealed.state()
+    assert int(state["steps"]) == 192
+    fresh = brain_with(spaces.Discrete(2), **small, anneal_steps=384)
+    fresh.load_state(state)
+    fresh.learn("a@env", experience)
+    assert fresh.steps == 256 and fresh.optimizer.learning_rate == pytest.approx(0.001 / 3)
+    old = {name: array for name, array in state.items() if name != "steps"}
+    with pytest.raises(MosaicError, match="steps"):
+        fresh.load_state(old)
+    assert fresh.steps == 256  # refused: nothing changed
+    constant.load_state(old)  # without annealing, a state saved before steps were kept loads
+    assert constant.steps == 0
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -12,6 +12,7 @@ from gymnasium import spaces
 from mosaic.agents import BrainContext, MuscleContext, Slot
 from mosaic.agents.learners import PPOBrain, PPOMuscle
 from mosaic.core.errors import MosaicError
+from tests.agents.test_ppo import rollout_of_64_steps
 from tests.agents.vector_loop import VectorLoop, vector_env
 
 pytest.importorskip("torch", reason="the torch extra: pip install -e '.[torch]'")
@@ -41,21 +42,17 @@ def rollout(action_space: Any) -> Any:
     """64 steps of a fresh muscle on random observations and rewards, episodes of 20 steps."""
     muscle = PPOMuscle()
     muscle.setup(MuscleContext("a", "a@env", "env", slots(action_space), 0, "train", SMALL))
-    rng = np.random.default_rng(1)
-    experience = None
-    for t in range(64):
-        muscle.act("agent_0", rng.standard_normal(4))
-        experience = muscle.feedback("agent_0", float(rng.standard_normal()), t % 20 == 19,
-                                     False, rng.standard_normal(4))
-    assert experience is not None
-    return experience
+    return rollout_of_64_steps(muscle)
 
 
 @pytest.mark.parametrize("action_space", SPACES, ids=["discrete", "box"])
 @pytest.mark.parametrize(("params", "tolerance"), [
     ({"epochs": 1, "minibatch_size": 64}, 1e-9),  # one step: the same loss and gradient
     ({}, 1e-3),  # 12 steps: Adam's epsilon, applied differently, moves tiny gradients apart
-], ids=["one-step", "twelve-steps"])
+    # The rollout's 64 steps leave half of the learning rate and clip range.
+    ({"epochs": 1, "minibatch_size": 64, "anneal_steps": 128}, 1e-9),
+    ({"anneal_steps": 128}, 1e-3),
+], ids=["one-step", "twelve-steps", "one-step-annealed", "twelve-steps-annealed"])
 def test_an_update_matches_the_numpy_brain(action_space: Any, params: dict[str, Any],
                                            tolerance: float) -> None:
     experience = rollout(action_space)

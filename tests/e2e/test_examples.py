@@ -34,6 +34,9 @@ def is_evaluation_file(path: Path) -> bool:
     return "operators" in (yaml.safe_load(path.read_text()) or {})
 
 
+# One command per example (about thirty), each bound by its own 30 s: on a busy machine the
+# whole takes more than the module's minute.
+@pytest.mark.timeout(300)
 def test_every_example_passes_experiment_check_from_another_folder(tmp_path: Path,
                                                                    process_tag: str) -> None:
     before = sorted(path.name for path in (REPO / "examples").iterdir())

@@ -30,7 +30,8 @@ class MAPPOParams(PPOParams):
     slot's own observation alone, independent PPO), and
     ``normalize_values`` (MAPPO's value normalisation). The policy always sees
     the slot's own observation. MAPPO has no ``mlp`` checkpoint (``load_checkpoint``,
-    ``save_checkpoint``): a phase's checkpoint continues it (``load:``)."""
+    ``save_checkpoint``): a phase's checkpoint continues it (``load:``), and no annealing
+    (``anneal_steps`` is refused)."""
 
     critic: Literal["centralised", "state", "local"] = Field(
         default="centralised",
@@ -50,6 +51,15 @@ class MAPPOParams(PPOParams):
                                    "writes no mlp checkpoint (PPO's greedy policy file)",
                                    "continue a run from its phase checkpoint with load: "
                                    "instead"))
+        return value
+
+    @field_validator("anneal_steps")
+    @classmethod
+    def _no_annealing(cls, value: int) -> int:
+        if value:
+            raise_problems(Problem((), f"expected 0, got {value}: MAPPO keeps its learning "
+                                   "rate and clip range as given (PPOBrain anneals them)",
+                                   "leave anneal_steps out"))
         return value
 
 

@@ -16,7 +16,13 @@ from mosaic.agents.learners._common import AgentIds, RestorableState, SlotSpaces
 from mosaic.agents.learners.mlp import MLP, Adam
 from mosaic.agents.learners.ppo import ppo_spaces
 from mosaic.agents.learners.ppo_params import PPOParams, check_ppo_params
-from mosaic.agents.learners.ppo_policy import Minibatch, gae, policy_update, ppo_step
+from mosaic.agents.learners.ppo_policy import (
+    Minibatch,
+    annealed_fraction,
+    gae,
+    policy_update,
+    ppo_step,
+)
 from mosaic.agents.policies import mlp_arrays, save_mlp
 from mosaic.core.errors import MosaicError
 
@@ -63,11 +69,15 @@ class PPOBrain(SlotSpaces, RestorableState, Brain):
     plus ``value_coef`` times the value network's mean squared error, minus ``entropy_coef``
     times the entropy, with advantages normalised per minibatch and one Adam step over both
     networks and the log std, clipped to the global norm ``max_grad_norm``. It answers with the
-    new weights (``W0``, ``b0``, ..., ``log_std`` for Box actions, ``version``).
+    new weights (``W0``, ``b0``, ..., ``log_std`` for Box actions, ``version``). With
+    ``anneal_steps`` the update's learning rate and clip range are the params' times
+    :func:`~mosaic.agents.learners.ppo_policy.annealed_fraction` of the env steps learnt from,
+    its rollout's included.
 
     Promises: every draw (initial weights, minibatch order) comes from ``context.rng``. The
     policy's last layer starts at zero, so a fresh muscle already acts with the brain's policy.
-    :meth:`state` holds both networks, the log std, the optimizer's moments and the version.
+    :meth:`state` holds both networks, the log std, the optimizer's moments, the version and
+    the env steps learnt from (``steps``, which the annealing follows).
 
     Metrics, per update (means over its minibatches): ``policy_loss``, ``value_loss``,
     ``entropy``, ``approx_kl``, ``clip_fraction`` and ``grad_norm`` (before clipping).
@@ -103,6 +113,10 @@ class PPOBrain(SlotSpaces, RestorableState, Brain):
         self.optimizer = Adam([*self.policy.parameters(), *extra, *self.value.parameters()],
                               params.learning_rate, max_grad_norm=params.max_grad_norm or None)
         self.version = 0
+        #: The env steps (rows of rollouts) learnt from, which ``anneal_steps`` counts.
+        self.steps = 0
+        #: The clip range of the last update (annealed with ``anneal_steps``).
+        self.clip_range = params.clip_range
         self.last_stats: dict[str, float] = {}
 
     # -- learning -------------------------------------------------------------------------
@@ -110,6 +124,7 @@ class PPOBrain(SlotSpaces, RestorableState, Brain):
         """Update on one rollout and answer with the new weights."""
         rollout = self._checked(experience)
         if rollout.actions.shape[0]:
+            self.steps += rollout.actions.shape[0]
             self._update(rollout)
             self.version += 1
         return self.weights()
@@ -162,6 +177,10 @@ class PPOBrain(SlotSpaces, RestorableState, Brain):
 
     def _update(self, rollout: _Rollout) -> None:
         params, rng = self.params, self.context.rng
+        # x * 1.0 is x: without annealing the rates are the params' to the last bit.
+        left = annealed_fraction(params.anneal_steps, self.steps)
+        self.clip_range = params.clip_range * left
+        self._set_learning_rate(params.learning_rate * left)
         n = rollout.actions.shape[0]
         totals = dict.fromkeys(METRICS, 0.0)
         steps = 0
@@ -175,6 +194,10 @@ class PPOBrain(SlotSpaces, RestorableState, Brain):
         for name in METRICS:
             self.context.log_metric(name, self.last_stats[name])
 
+    def _set_learning_rate(self, rate: float) -> None:
+        """The optimizer's learning rate from now on."""
+        self.optimizer.learning_rate = rate
+
     def _step(self, rollout: _Rollout, rows: slice, totals: dict[str, float]) -> None:
         """One Adam step on the minibatch ``rows`` of the epoch's shuffled ``rollout``; adds its
         stats to ``totals``."""
@@ -183,7 +206,8 @@ class PPOBrain(SlotSpaces, RestorableState, Brain):
                  Minibatch(observations, observations, rollout.actions[rows],
                            rollout.log_probs[rows],
                            None if rollout.masks is None else rollout.masks[rows],
-                           rollout.advantages[rows], rollout.returns[rows]), totals)
+                           rollout.advantages[rows], rollout.returns[rows]), totals,
+                 self.clip_range)
 
     # -- weights and state ----------------------------------------------------------------
     def sync(self, muscle: str) -> dict[str, np.ndarray]:
@@ -195,11 +219,12 @@ class PPOBrain(SlotSpaces, RestorableState, Brain):
         return policy_update(self.policy, self.head, self.log_std, self.version)
 
     def state(self) -> dict[str, np.ndarray]:
-        """Both networks (``policy.*``, ``value.*``), ``log_std``, the optimizer (``adam.*``)
-        and ``version``; all copies."""
+        """Both networks (``policy.*``, ``value.*``), ``log_std``, the optimizer (``adam.*``),
+        ``version`` and ``steps``; all copies."""
         return {**self.policy.to_arrays("policy."), **self.value.to_arrays("value."),
                 **self.optimizer.state("adam."), "log_std": self.log_std.copy(),
-                "version": np.array(self.version, dtype=np.int64)}
+                "version": np.array(self.version, dtype=np.int64),
+                "steps": np.array(self.steps, dtype=np.int64)}
 
     def _load(self, state: Mapping[str, np.ndarray]) -> None:
         log_std = np.asarray(state["log_std"], dtype=np.float64)
@@ -210,6 +235,12 @@ class PPOBrain(SlotSpaces, RestorableState, Brain):
         self.optimizer.load_state(state, "adam.")
         self.log_std[...] = log_std  # in place: the optimizer holds this array
         self.version = int(state["version"])
+        # A state saved before ``steps`` was kept: nothing to anneal from, so it is refused
+        # only when annealing would need it.
+        if "steps" in state or self.params.anneal_steps:
+            self.steps = int(state["steps"])
+        else:
+            self.steps = 0
 
     def greedy_policy(self) -> dict[str, np.ndarray]:
         """The policy as an ``mlp`` policy, for Discrete actions (empty for Box: the format

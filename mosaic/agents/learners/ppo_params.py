@@ -43,6 +43,10 @@ class PPOParams(StrictModel):
     max_grad_norm: float = Field(default=0.5, ge=0.0,
                                  description="a number >= 0 (0: no clip)")
     normalize_advantages: bool = Field(default=True, description="true or false")
+    anneal_steps: int = Field(
+        default=0, ge=0, description="a whole number >= 0 (learning_rate and clip_range fall "
+        "linearly to 0 over this many env steps learnt from, as the RL Zoo's lin_ schedules; "
+        "0: they stay as given)")
     initial_log_std: float = Field(default=0.0, description="a number")
     load_checkpoint: str | None = Field(default=None, description="a path to an mlp checkpoint")
     save_checkpoint: str | None = Field(default=None, description="a path")

@@ -26,8 +26,8 @@ from mosaic.agents.learners.mlp import (
 if TYPE_CHECKING:
     from mosaic.agents.learners.ppo_params import PPOParams
 
-__all__ = ["Minibatch", "PolicyHead", "SurrogateStats", "clipped_surrogate", "gae",
-           "policy_update", "ppo_step"]
+__all__ = ["Minibatch", "PolicyHead", "SurrogateStats", "annealed_fraction", "clipped_surrogate",
+           "gae", "policy_update", "ppo_step"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -55,6 +55,16 @@ def gae(
         running = deltas[t] + decay * running
         advantages[t] = running
     return advantages, advantages + values
+
+
+def annealed_fraction(anneal_steps: int, steps: int) -> float:
+    """What is left of the learning rate and clip range after ``steps`` env steps learnt from
+    (this update's rollout included), when they fall linearly to 0 over ``anneal_steps``:
+    ``max(0, 1 - steps / anneal_steps)``, as Stable-Baselines3 computes the RL Zoo's ``lin_``
+    schedules before each update; 1 when ``anneal_steps`` is 0 (no annealing)."""
+    if not anneal_steps:
+        return 1.0
+    return max(0.0, 1.0 - steps / anneal_steps)
 
 
 @dataclass(frozen=True)
@@ -188,19 +198,21 @@ def _normalized(values: np.ndarray) -> np.ndarray:
 
 def ppo_step(policy: MLP, value: MLP, optimizer: Adam, head: PolicyHead,
              log_std: np.ndarray, params: PPOParams, batch: Minibatch,
-             totals: dict[str, float]) -> None:
+             totals: dict[str, float], clip_range: float | None = None) -> None:
     """One Adam step of PPO on ``batch``: the clipped surrogate through ``head`` for
     ``policy`` (and ``log_std`` for a Gaussian head), the squared error of ``value`` against
     the targets; adds the minibatch's stats to ``totals`` (``policy_loss``, ``value_loss``,
-    ``entropy``, ``approx_kl``, ``clip_fraction``, ``grad_norm``)."""
+    ``entropy``, ``approx_kl``, ``clip_fraction``, ``grad_norm``). ``clip_range`` replaces
+    ``params.clip_range`` (an annealed one); the optimizer's learning rate is its own."""
     rows = batch.advantages.shape[0]
     advantages = batch.advantages
     if params.normalize_advantages and rows > 1:
         advantages = _normalized(advantages)
     outputs, policy_inputs = policy.forward_cached(batch.observations)
     stats, grad_out, grad_log_std = clipped_surrogate(
-        head, outputs, batch.actions, batch.log_probs, advantages, params.clip_range,
-        params.entropy_coef, batch.masks, log_std)
+        head, outputs, batch.actions, batch.log_probs, advantages,
+        params.clip_range if clip_range is None else clip_range, params.entropy_coef,
+        batch.masks, log_std)
     values, value_inputs = value.forward_cached(batch.critic_inputs)
     error = values[:, 0] - batch.returns
     value_loss = float((error * error).mean())

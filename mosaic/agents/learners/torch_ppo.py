@@ -88,7 +88,8 @@ class TorchPPOBrain(PPOBrain):
     ``max_grad_norm`` (:class:`~mosaic.agents.learners.torch_adam.ClippedAdam`: what
     ``clip_grad_norm_`` and ``torch.optim.Adam`` compute, in fewer calls). After each update
     the NumPy copies of the networks follow, so :meth:`weights`, :meth:`greedy_checkpoint` and
-    the advantages are computed as the NumPy brain computes them.
+    the advantages are computed as the NumPy brain computes them. ``anneal_steps`` anneals the
+    learning rate and clip range as the NumPy brain does.
 
     :meth:`state` has the NumPy brain's keys and shapes (the Adam moments in the NumPy layout),
     so either brain loads the other's checkpoint.
@@ -117,10 +118,14 @@ class TorchPPOBrain(PPOBrain):
         super()._update(rollout)  # the epochs and metrics; each minibatch in _step below
         self._sync_numpy()
 
+    def _set_learning_rate(self, rate: float) -> None:
+        """The torch optimizer's learning rate from now on (``anneal_steps``)."""
+        self.torch_optimizer.learning_rate = rate
+
     def _step(self, rollout: _Rollout, rows: slice, totals: dict[str, float]) -> None:
         """One Adam step on the minibatch ``rows`` of the epoch's shuffled ``rollout``; adds its
         stats to ``totals``."""
-        params = self.params
+        params, clip_range = self.params, self.clip_range  # clip_range: annealed, if asked
         # Slices of the shuffled rollout are views: torch reads them without a copy.
         obs = torch.from_numpy(rollout.observations[rows])
         advantages = torch.from_numpy(rollout.advantages[rows])
@@ -147,7 +152,7 @@ class TorchPPOBrain(PPOBrain):
         log_ratio = log_probs - torch.from_numpy(rollout.log_probs[rows])
         ratio = log_ratio.exp()
         surrogate = torch.minimum(ratio * advantages,
-                                  ratio.clamp(1.0 - params.clip_range, 1.0 + params.clip_range)
+                                  ratio.clamp(1.0 - clip_range, 1.0 + clip_range)
                                   * advantages)
         policy_loss = -surrogate.mean() - params.entropy_coef * entropy
         error = _forward(self._value_linears, obs)[:, 0] - torch.from_numpy(rollout.returns[rows])
@@ -161,7 +166,7 @@ class TorchPPOBrain(PPOBrain):
             stats = torch.stack([
                 policy_loss, value_loss, torch.as_tensor(entropy, dtype=torch.float64),
                 (ratio - 1.0 - log_ratio).mean(),
-                ((ratio - 1.0).abs() > params.clip_range).double().mean(), grad_norm]).tolist()
+                ((ratio - 1.0).abs() > clip_range).double().mean(), grad_norm]).tolist()
         for name, value in zip(_STATS, stats, strict=True):
             totals[name] += value
 
