@@ -24,7 +24,7 @@ from mosaic.messages.trusted import trusted_constructor
 #: validated when they were made. A new use belongs here only once its arguments are checked to
 #: be of that kind: a value from user code must go through the class itself.
 TRUSTED_USERS = {
-    "orchestration/player_episodes.py",
+    "stepping/player_episodes.py",
     "orchestration/simulation_controller.py",
 }
 
