@@ -11,7 +11,7 @@ from mosaic.core.store_url import mask
 from mosaic.orchestration.executor import RunResult
 from mosaic.stepping.progress import RECENT_EPISODES
 from mosaic.store import open_store
-from mosaic.store.states import SUCCESSFUL_STATUSES
+from mosaic.store.states import SUCCESSFUL_STATUSES, RunStatus
 
 if TYPE_CHECKING:
     import pandas
@@ -25,21 +25,22 @@ class RunRecord:
 
     ``index`` numbers the runs of the command (every seed of every sweep point), ``params``
     are the run's sweep values by key path (empty without a sweep), ``status`` is
-    ``finished``, ``failed`` or ``cancelled`` (``error`` says why it failed), and ``digest``
-    is the hex digest of every observation, action and reward (the same file, seed and values
-    give the same digest). ``mean_return`` is over all its episodes, ``recent_mean_return``
-    over the last :data:`~mosaic.stepping.progress.RECENT_EPISODES`: "mean return (all)"
-    and "mean return (last 100)" of ``runs list``. A run of several agents (multi-agent,
-    self-play) has them per agent too, in ``agent_means`` and ``agent_recent_means`` (agent uid
-    -> mean of its returns; empty for a run of one agent), as the summary and ``runs list``
-    show them: in a zero-sum game the total says nothing.
+    ``finished``, ``failed``, ``cancelled`` or ``pruned`` (a
+    :class:`~mosaic.store.states.RunStatus`, equal to its text; ``error`` says why it failed),
+    and ``digest`` is the hex digest of every observation, action and reward (the same file,
+    seed and values give the same digest). ``mean_return`` is over all its episodes,
+    ``recent_mean_return`` over the last :data:`~mosaic.stepping.progress.RECENT_EPISODES`:
+    "mean return (all)" and "mean return (last 100)" of ``runs list``. A run of several
+    agents (multi-agent, self-play) has them per agent too, in ``agent_means`` and
+    ``agent_recent_means`` (agent uid -> mean of its returns; empty for a run of one agent), as
+    the summary and ``runs list`` show them: in a zero-sum game the total says nothing.
     """
 
     uid: str
     index: int
     seed: int
     phase: str
-    status: str
+    status: RunStatus
     error: str | None
     episodes: int
     steps: int

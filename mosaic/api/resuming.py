@@ -17,6 +17,7 @@ from mosaic.experiment.schema import OVERRIDES_MARK
 from mosaic.orchestration.executor import run_uids
 from mosaic.store import StoreWriter
 from mosaic.store.resume import StoredExperiment, file_hash
+from mosaic.store.states import RunStatus
 
 __all__ = ["NothingToResume", "plan_resume"]
 
@@ -60,7 +61,7 @@ def plan_resume(experiment: Experiment, writer: StoreWriter) -> StoredExperiment
             raise ConfigError(source, "", f"run {run.uid} is still running (process {run.pid} "
                               "on this host)", "stop that command before resuming")
     uids = run_uids(experiment, stored.run_prefix)
-    if all(stored.runs.get(uid) is not None and stored.runs[uid].status == "finished"
+    if all(stored.runs.get(uid) is not None and stored.runs[uid].status == RunStatus.FINISHED
            for uid in uids):
         raise NothingToResume(f"nothing to resume: every run of experiment "
                               f"{experiment.uid!r} in {shown} finished")

@@ -9,6 +9,7 @@ from mosaic.core.text_table import format_table
 from mosaic.orchestration.executor import RunResult
 from mosaic.stepping.progress import RECENT_EPISODES
 from mosaic.store import format_means
+from mosaic.store.states import RunStatus
 
 if TYPE_CHECKING:
     from mosaic.experiment import Experiment
@@ -58,7 +59,7 @@ def format_run_line(result: RunResult) -> str:
     if result.node is not None:
         line += f", on Ray {result.node}"
     if result.ended_early:
-        line += (f"\n  ended early: {result.ended_early}" if result.status == "pruned" else
+        line += (f"\n  ended early: {result.ended_early}" if result.status == RunStatus.PRUNED else
                  f"\n  ended early by its termination condition: {result.ended_early}")
     if result.error:
         line += f"\n  error: {result.error}"
@@ -93,7 +94,7 @@ def format_summary(results: list[RunResult], store_path: str,
     for r in results:
         if r.ended_early:
             lines.append(f"Ended early: {r.uid}: {r.ended_early} "
-                         f"({'search' if r.status == 'pruned' else 'termination'})")
+                         f"({'search' if r.status == RunStatus.PRUNED else 'termination'})")
         if fallbacks and r.uid in fallbacks:
             actions, fell_back = fallbacks[r.uid]
             lines.append(f"LLM fallbacks: {r.uid}: {int(fell_back)} of {actions} actions "

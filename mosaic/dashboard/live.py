@@ -24,6 +24,7 @@ from starlette.concurrency import run_in_threadpool
 
 from mosaic.core.errors import StoreError
 from mosaic.store import Store, schema
+from mosaic.store.states import RunStatus
 
 __all__ = ["POLL_INTERVAL", "StoreWatcher", "event_stream"]
 
@@ -92,7 +93,7 @@ class StoreWatcher:
                         changed |= set(conn.execute(
                             sa.select(table.c.run_id).where(table.c.id > before).distinct()
                         ).scalars())
-        running = [run for run, status in statuses.items() if status == "running"]
+        running = [run for run, status in statuses.items() if status == RunStatus.RUNNING]
         if running:  # a run whose process vanished reads as interrupted
             statuses.update({s.id: s.status for s in self.store.list_runs(ids=running)})
         if self._marks is not None:

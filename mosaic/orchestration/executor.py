@@ -50,6 +50,7 @@ from mosaic.runtime.placement import kill_all_processes
 from mosaic.stepping.progress import Progress
 from mosaic.store.reader import SEARCH_SOURCE
 from mosaic.store.resume import RestartPoint, StoredExperiment, StoredRun
+from mosaic.store.states import RunStatus
 from mosaic.store.writer import CALL_TIMEOUT_S
 from mosaic.transport import pin_io_threads
 from mosaic.transport.keys import CurveKeys, load_keys
@@ -77,7 +78,7 @@ class RunResult:
     index: int
     seed: int
     phase: str
-    status: str
+    status: RunStatus
     error: str | None
     episodes: int
     steps: int
@@ -322,7 +323,7 @@ class Executor:
         return point, dataclasses.replace(config, agents=agents, resume=resume)
 
     def _attempt(self, ctx: RunContext, index: int, cpu: int | None,
-                 ) -> tuple[str, str | None, tuple[str, ...], str | None, float | None]:
+                 ) -> tuple[RunStatus, str | None, tuple[str, ...], str | None, float | None]:
         """Run ``ctx``'s run once, here or on the Ray cluster; its status, error, the parts
         killed at shutdown, its Ray node and when it started there (``time.time()``)."""
         with self._lock:
@@ -371,7 +372,7 @@ class Executor:
             results.append(result)
             if self.on_run_end is not None:
                 self.on_run_end(result)
-            if result.status != "finished":
+            if result.status != RunStatus.FINISHED:
                 break  # later phases build on this one
         return results
 
@@ -438,9 +439,9 @@ class Executor:
              config: RunConfig, cpu: int | None, problem: str | None = None) -> RunResult:
         params = self.experiment.run_params(index)
         stored = self.resume.runs.get(run_uid) if self.resume is not None else None
-        if stored is not None and stored.status == "finished":
+        if stored is not None and stored.status == RunStatus.FINISHED:
             log.info("run %s finished before; it is not run again", run_uid)
-            return RunResult(run_uid, index, seed, config.phase, "finished", None,
+            return RunResult(run_uid, index, seed, config.phase, RunStatus.FINISHED, None,
                              stored.episodes, stored.steps, None, 0.0, digest=stored.digest,
                              params=params, earlier=True)
         point = RestartPoint()
@@ -456,9 +457,9 @@ class Executor:
                         if env.policy_mapping is not None} or None)
         if problem is not None:
             log.error("run %s: %s", run_uid, problem)
-            self.store.run_finished(run_id, "failed", problem, 0, 0)
-            return RunResult(run_uid, index, seed, config.phase, "failed", problem, 0, 0, None, 0.0,
-                             params=params)
+            self.store.run_finished(run_id, RunStatus.FAILED, problem, 0, 0)
+            return RunResult(run_uid, index, seed, config.phase, RunStatus.FAILED, problem, 0, 0,
+                             None, 0.0, params=params)
         started = time.monotonic()
         attempt, attempts = 0, self.experiment.executor.max_failures + 1
         started_at: float | None = None
@@ -468,29 +469,30 @@ class Executor:
             _carry_over(ctx.progress, point)
             status, error, killed, node, began = self._attempt(ctx, index, cpu)
             started_at = started_at or began
-            if not (status == "failed" and ctx.supervisor.crashed is not None
+            if not (status == RunStatus.FAILED and ctx.supervisor.crashed is not None
                     and attempt + 1 < attempts
                     and self.cancelled_by is None and self.store.lost is None):
                 break
             attempt += 1
             log.warning("run %s failed (%s); attempt %d of %d", run_uid, error, attempt + 1,
                         attempts)
-            again = StoredRun(run_id, run_uid, index, "failed", 0, 0, None, None, None, None)
+            again = StoredRun(run_id, run_uid, index, RunStatus.FAILED.value, 0, 0, None, None,
+                              None, None)
             point, attempt_config = self._restart(
                 again, config, f"attempt {attempt + 1} of {attempts} after: {error};")
         progress = ctx.progress
         status, error = self._checked(run_id, run_uid, status, error)
         files = checkpoint_files(config)
-        if status != "failed":  # else a brain may have died before its last save
+        if status != RunStatus.FAILED:  # else a brain may have died before its last save
             # Saved on a Ray node, a checkpoint is here once written back from the store.
             restore_checkpoints(files, functools.partial(self.store.saved_checkpoint, run_uid))
             _save_position(config, progress.chain, progress.positions, progress.copy_episodes)
-        if status == "finished":  # nothing to continue from any more
+        if status == RunStatus.FINISHED:  # nothing to continue from any more
             for agent in config.agents:
                 if agent.checkpoints is not None and agent.checkpoints.save is not None:
                     previous_checkpoint(agent.checkpoints.save).unlink(missing_ok=True)
             if progress.pruned:  # its search's pruner ended it: not a failure
-                status = "pruned"
+                status = RunStatus.PRUNED
         if config.search is not None and progress.reported:
             # What the pruner decided from, kept with the run's metrics.
             reporter = config.default_agent or config.agents[0].uid
@@ -520,12 +522,13 @@ class Executor:
              for agent, recent in progress.agent_recent_returns.items() if recent},
             params,
             node,
-            ended_early=progress.ended_early if status in ("finished", "pruned") else None,
+            ended_early=(progress.ended_early
+                         if status in (RunStatus.FINISHED, RunStatus.PRUNED) else None),
             reported=tuple(progress.reported) if config.search is not None else (),
         )
 
-    def _checked(self, run_id: int, run_uid: str, status: str,
-                 error: str | None) -> tuple[str, str | None]:
+    def _checked(self, run_id: int, run_uid: str, status: RunStatus,
+                 error: str | None) -> tuple[RunStatus, str | None]:
         """The run's status and error once the store has written everything it was given of
         the run: a run whose records the store lost, or does not hold all of, has failed."""
         problem = None
@@ -534,12 +537,12 @@ class Executor:
                 problem = self.store.verify_run(run_id, self._store_timeout)
         lost = self.store.lost
         if lost is not None:
-            return "failed", str(lost)
+            return RunStatus.FAILED, str(lost)
         if problem is None:
             return status, error
         log.error("run %s: %s", run_uid, problem)
-        if status == "finished":
-            return "failed", problem
+        if status == RunStatus.FINISHED:
+            return RunStatus.FAILED, problem
         return status, problem if error is None else f"{error}; {problem}"
 
 

@@ -17,8 +17,10 @@ from mosaic.messages import (
     names,
 )
 from mosaic.orchestration.run_governor import RunGovernor
+from mosaic.orchestration.state_machine import FINAL_STATES
 from mosaic.runtime.placement import ThreadPlaced
 from mosaic.runtime.setup_wait import CEILING
+from mosaic.store.states import RunStatus
 from mosaic.transport import RequestClient, RequestServer
 
 log = logging.getLogger(__name__)
@@ -26,9 +28,23 @@ log = logging.getLogger(__name__)
 #: How often the wait for a run looks at signals and progress while it steps.
 WAIT_SLICE_MS = 50
 
+#: The text of the statuses a run's governor ends it with.
+_ENDINGS = frozenset(state.value for state in FINAL_STATES)
+
+
+def final_status(text: str, error: str | None) -> tuple[RunStatus, str | None]:
+    """The status and error of a run said to have ended as ``text`` with ``error`` (a
+    governor's answer or a Ray task's result: text off the wire). A run said to end otherwise
+    than in a final state, which no governor does, has failed, and its error says so."""
+    if text in _ENDINGS:
+        return RunStatus(text), error
+    problem = f"the run was said to end as {text!r}, which is no final state"
+    return RunStatus.FAILED, problem if error is None else f"{problem}; {error}"
+
 
 def govern(ctx: RunContext, experiment_uid: str, index: int,
-           on_wait: Callable[[], None] | None = None) -> tuple[str, str | None, tuple[str, ...]]:
+           on_wait: Callable[[], None] | None = None,
+           ) -> tuple[RunStatus, str | None, tuple[str, ...]]:
     """Set up, run and shut down the run of ``ctx``; return its status, error and the
     components that had to be killed at shutdown.
 
@@ -44,7 +60,8 @@ def govern(ctx: RunContext, experiment_uid: str, index: int,
     governor: ThreadPlaced | None = None
     client: RequestClient | None = None
     answer: ExperimentShutdownResponse | None = None
-    status, error = "failed", None
+    status: RunStatus = RunStatus.FAILED
+    error: str | None = None
     try:
         governor = ThreadPlaced(RunGovernor(names.RUN_GOVERNOR, ctx), "orchestration",
                                 endpoints.inproc(names.RUN_GOVERNOR), timeout=timeouts.setup)
@@ -56,14 +73,14 @@ def govern(ctx: RunContext, experiment_uid: str, index: int,
                                    endpoints.inproc("executor")),
             ExperimentStartResponse, budget, _governor_check(governor))
         reason = _wait(ctx, notices, governor, on_wait) if start.ok else (
-            "cancelled" if ctx.cancelled.is_set() else "failed")
+            RunStatus.CANCELLED.value if ctx.cancelled.is_set() else RunStatus.FAILED.value)
         answer = client.request(ExperimentRunShutdownRequest(run_uid, reason),
                                 ExperimentShutdownResponse,
                                 timeouts.shutdown * (4 + len(ctx.supervisor.placed())))
-        status, error = answer.status, answer.error
+        status, error = final_status(answer.status, answer.error)
     except MosaicError as failure:
-        status, error = (("cancelled", None) if ctx.cancelled.is_set()
-                         else ("failed", str(failure)))
+        status, error = ((RunStatus.CANCELLED, None) if ctx.cancelled.is_set()
+                         else (RunStatus.FAILED, str(failure)))
         log.error("run %s: %s", run_uid, failure)
     finally:
         if client is not None:
@@ -87,14 +104,15 @@ def _governor_check(governor: ThreadPlaced) -> Callable[[], None]:
 
 def _wait(ctx: RunContext, notices: RequestServer, governor: ThreadPlaced,
           on_wait: Callable[[], None] | None) -> str:
-    """Wait for the simulation to finish, a cancel, or the governor's death; return why."""
+    """Wait for the simulation to finish, a cancel, or the governor's death; return why (the
+    status it ended with, as text for the governor's shutdown request)."""
     while True:
         incoming = notices.receive()
         if incoming is not None and isinstance(incoming.message, ExperimentRunFinishedNotice):
             return incoming.message.status
         if ctx.cancelled.is_set():
-            return "cancelled"
+            return RunStatus.CANCELLED.value
         if not governor.alive():
-            return "failed"
+            return RunStatus.FAILED.value
         if on_wait is not None:
             on_wait()

@@ -38,12 +38,13 @@ from mosaic.core.lifeline import arm_parent_death_signal
 from mosaic.messages import RunConfig, RunRecordsRequest, RunRecordsResponse
 from mosaic.messages.codec import pack, unpack
 from mosaic.orchestration.checkpoint_sync import CheckpointSync
-from mosaic.orchestration.governing import WAIT_SLICE_MS, govern
+from mosaic.orchestration.governing import WAIT_SLICE_MS, final_status, govern
 from mosaic.orchestration.ray_fit import CPU, describe_amounts, run_cpus
 from mosaic.orchestration.record_relay import RecordRelay, RecordSink
 from mosaic.runtime import bootstrap
 from mosaic.runtime.ray_placement import ray_failure
 from mosaic.runtime.ray_support import ACTOR_PREFIX, connect, describe_node, node_address
+from mosaic.store.states import RunStatus
 from mosaic.store.writer import StoreWriter
 from mosaic.transport import EndpointAllocator, RequestServer
 
@@ -61,7 +62,7 @@ QUEUE_WARN_EVERY_S = 30.0
 
 #: A run's status, error, killed parts, node, and when it started on its node (``time.time()``
 #: here, when its first batch arrived; ``None``: it never started).
-Outcome = tuple[str, str | None, tuple[str, ...], str | None, float | None]
+Outcome = tuple[RunStatus, str | None, tuple[str, ...], str | None, float | None]
 
 
 def run_on_node(job: bytes) -> bytes:
@@ -97,9 +98,9 @@ def run_on_node(job: bytes) -> bytes:
     finally:
         relay.close()
     if relay.lost is not None:  # the run was cancelled for it: say why
-        status, error = "failed", (f"the command at {fields['relay']} was not reached from "
-                                   f"{node}: {relay.lost}")
-    return pack({"status": status, "error": error, "killed": list(killed), "node": node})
+        status, error = RunStatus.FAILED, (f"the command at {fields['relay']} was not reached "
+                                           f"from {node}: {relay.lost}")
+    return pack({"status": status.value, "error": error, "killed": list(killed), "node": node})
 
 
 def _loads(config: RunConfig) -> dict[str, bytes]:
@@ -206,15 +207,17 @@ class RayRuns:
             if ctx.cancelled.is_set():
                 if node is None:  # still queued: take it off the cluster's queue
                     self._cancel(ref, force=True)
-                    return "cancelled", None, (), None, None
+                    return RunStatus.CANCELLED, None, (), None, None
                 cancelled_at = cancelled_at or now
                 if now - cancelled_at > CANCEL_GRACE_S:
                     self._cancel(ref, force=True)
-                    return ("cancelled", f"ended after {CANCEL_GRACE_S:g} s to shut down", (),
-                            node, started_at)
+                    return (RunStatus.CANCELLED,
+                            f"ended after {CANCEL_GRACE_S:g} s to shut down", (), node,
+                            started_at)
             if node is None and now - submitted >= self.queue_timeout_s:
                 self._cancel(ref, force=True)
-                return "failed", self._unstarted(ctx, server, now - submitted), (), None, None
+                return (RunStatus.FAILED, self._unstarted(ctx, server, now - submitted), (), None,
+                        None)
             if node is None and now >= next_warning:
                 next_warning += QUEUE_WARN_EVERY_S
                 log.warning("run %s has waited %.0f s for a Ray node with %s free (%s; `ray "
@@ -226,7 +229,7 @@ class RayRuns:
             if node is not None and silence > ctx.timeouts.heartbeat:
                 self._cancel(ref, force=True)
                 ctx.supervisor.crash(f"the run's task on Ray {node}")
-                return ("failed", f"the run on Ray {node} stopped answering: nothing for "
+                return (RunStatus.FAILED, f"the run on Ray {node} stopped answering: nothing for "
                         f"{silence:.1f} s (its node or worker died?)", (), node, started_at)
             if on_wait is not None:
                 on_wait()
@@ -249,12 +252,12 @@ class RayRuns:
         return f"the cluster has {free:g} of {total:g} CPUs free now"
 
     def _outcome(self, ctx: RunContext, ref: Any,
-                 node: str | None) -> tuple[str, str | None, tuple[str, ...], str | None]:
+                 node: str | None) -> tuple[RunStatus, str | None, tuple[str, ...], str | None]:
         try:
             fields: Any = unpack(self._ray.get(ref))
         except Exception as error:  # its worker or node died under it
             where = f" on Ray {node}" if node is not None else ""
             ctx.supervisor.crash(f"the run's task{where}")
-            return "failed", f"the run's task failed{where}: {ray_failure(error)}", (), node
-        return (str(fields["status"]), fields["error"], tuple(fields["killed"]),
-                str(fields["node"]))
+            return RunStatus.FAILED, f"the run's task failed{where}: {ray_failure(error)}", (), node
+        status, said = final_status(str(fields["status"]), fields["error"])
+        return status, said, tuple(fields["killed"]), str(fields["node"])

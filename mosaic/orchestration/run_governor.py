@@ -23,19 +23,18 @@ from mosaic.messages import (
     names,
 )
 from mosaic.orchestration.simulation_controller import SimulationController, describe
-from mosaic.orchestration.state_machine import RunState, RunStateMachine, Transition
+from mosaic.orchestration.state_machine import FINAL_STATES, RunState, RunStateMachine, Transition
 from mosaic.runtime.component import Component, handles
 from mosaic.runtime.placement import Placed, ThreadPlaced
 from mosaic.runtime.setup_wait import CEILING
+from mosaic.store.states import RunStatus
 from mosaic.transport import RequestClient
 
 log = logging.getLogger(__name__)
 
-_OUTCOMES = {
-    "finished": RunState.FINISHED,
-    "failed": RunState.FAILED,
-    "cancelled": RunState.CANCELLED,
-}
+#: The final state a run ends in, by the text of the status a simulation's notice or a shutdown
+#: request's reason names (off the wire: any other text ends it failed).
+_OUTCOMES: dict[str, RunState] = {state.value: state for state in FINAL_STATES}
 
 
 class RunGovernor(Component):
@@ -119,7 +118,7 @@ class RunGovernor(Component):
         if self.machine.state is RunState.RUNNING:
             early = self.ctx.progress.ended_early
             self.machine.transition(RunState.STOPPING, f"simulation {notice.status}" + (
-                f", ended early: {early}" if early and notice.status == "finished" else ""))
+                f", ended early: {early}" if early and notice.status == RunStatus.FINISHED else ""))
         if self._executor is not None:
             self._executor.notify(
                 ExperimentRunFinishedNotice(self.ctx.run_uid, notice.status, notice.error))

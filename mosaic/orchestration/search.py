@@ -27,6 +27,7 @@ from mosaic.experiment.search import build_pruner, build_sampler, distribution, 
 from mosaic.experiment.sweep import SEARCH_STUDY
 from mosaic.messages import RunConfig, SearchTrial
 from mosaic.orchestration.pruning import replay
+from mosaic.store.states import SUCCESSFUL_STATUSES, RunStatus
 
 if TYPE_CHECKING:
     from mosaic.experiment import Experiment
@@ -44,7 +45,7 @@ class RunResult(Protocol):
     @property
     def phase(self) -> str: ...
     @property
-    def status(self) -> str: ...
+    def status(self) -> RunStatus: ...
     @property
     def params(self) -> dict[str, Any]: ...
     @property
@@ -141,15 +142,15 @@ class Search:
         trial = self._asked[point]
         last_phase = self.experiment.phase_names()[-1]
         last = [result for result in results
-                if result.status != "finished" or result.phase == last_phase]
+                if result.status != RunStatus.FINISHED or result.phase == last_phase]
         statuses = {result.status for result in last}
         steps = _mean_by_step([result.reported for result in last])
         finals = [result.reported[-1][1] for result in last if result.reported]
         state: Literal["complete", "pruned", "fail"]
         value: float | None
-        if not last or statuses - {"finished", "pruned"}:
+        if not last or statuses - SUCCESSFUL_STATUSES:
             state, value = "fail", None
-        elif "pruned" in statuses:
+        elif RunStatus.PRUNED in statuses:
             state, value = "pruned", None
         elif len(finals) < len(last):
             log.warning("point %d of the search: a run reported no %s; it counts as failed",
@@ -179,11 +180,11 @@ def best_point(results: Sequence[RunResult], metric: str, direction: str,
     (``direction`` ``maximize``) or the lowest."""
     points: dict[str, list[RunResult]] = {}
     for result in results:
-        if result.phase == phase or result.status != "finished":
+        if result.phase == phase or result.status != RunStatus.FINISHED:
             points.setdefault(repr(sorted(result.params.items())), []).append(result)
     best: Best | None = None
     for members in points.values():
-        if any(result.status != "finished" or not result.reported for result in members):
+        if any(result.status != RunStatus.FINISHED or not result.reported for result in members):
             continue
         value = sum(result.reported[-1][1] for result in members) / len(members)
         better = best is None or (value > best.value if direction == "maximize"

@@ -67,6 +67,7 @@ from mosaic.stepping.episodes import Episodes, Recording, Schedule
 from mosaic.stepping.ledger import Ledger
 from mosaic.stepping.player_episodes import PlayerEpisodes
 from mosaic.stepping.termination import Termination
+from mosaic.store.states import RunStatus
 from mosaic.transport import RequestClient
 
 log = logging.getLogger(__name__)
@@ -337,14 +338,14 @@ class SimulationController(Component):
                 if not self._rollouts.stepping:
                     self._rollouts.run(self._schedule)  # once the run is running, not before
                 if self._rollouts.done:
-                    self._finish("finished", None)
+                    self._finish(RunStatus.FINISHED, None)
                 else:
                     self._rollouts.collect()
                 return
             while True:
                 active = [env for env in self._environments if not env.core.finished]
                 if not active:
-                    self._finish("finished", None)
+                    self._finish(RunStatus.FINISHED, None)
                     return
                 self._advance(active, deadline)
                 if time.perf_counter() >= deadline:
@@ -352,10 +353,10 @@ class SimulationController(Component):
         except CallAbandoned:
             return  # the watchdog has ended the run's loop in this thread's place (_given_up)
         except RunCancelled:
-            self._finish("cancelled", None)
+            self._finish(RunStatus.CANCELLED, None)
         except BaseException as error:  # user code here (a termination condition) may sys.exit()
             log.debug("main loop failed", exc_info=True)
-            self._finish("failed", describe(error))
+            self._finish(RunStatus.FAILED, describe(error))
         finally:
             self._hand_over_rows()
 
@@ -376,9 +377,9 @@ class SimulationController(Component):
         self._shut_down_muscles(skip=self._links.abandoned_peer)
         self._hand_over_rows()
         if cancelled:
-            self._finish("cancelled", None)
+            self._finish(RunStatus.CANCELLED, None)
         else:
-            self._finish("failed", describe(error))
+            self._finish(RunStatus.FAILED, describe(error))
 
     def _advance(self, environments: list[_Environment], deadline: float) -> None:
         """Rounds of ``environments`` until ``deadline``: in each, one step (or reset) of each.
@@ -462,16 +463,16 @@ class SimulationController(Component):
             store.record_metrics(ledger.metric_rows)
             ledger.metric_rows = []
 
-    def _finish(self, status: str, error: str | None) -> None:
+    def _finish(self, status: RunStatus, error: str | None) -> None:
         self._running = False
-        if status == "failed":
+        if status == RunStatus.FAILED:
             self.ctx.failed.set()
         progress = self.ctx.progress
         self._report_position()
         if progress.steps:
             progress.last_step_at = time.time()
         if self._governor is not None:
-            self._governor.notify(SimulationFinishedNotice(self.ctx.run_uid, status, error,
+            self._governor.notify(SimulationFinishedNotice(self.ctx.run_uid, status.value, error,
                                                            progress.episodes, progress.steps))
 
     # -- shutdown -------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import Any
 
 from mosaic.core.text_table import format_table
 from mosaic.store._records import EpisodeStats, EpisodeSummary, RunDetail, RunSummary
+from mosaic.store.states import RunStatus
 
 
 def format_runs_table(runs: Sequence[RunSummary]) -> str:
@@ -76,7 +77,7 @@ def _best_points(runs: Sequence[RunSummary], paths: list[str]) -> list[str]:
         best: tuple[float, tuple[str, ...], list[RunSummary]] | None = None
         for values, members in groups.items():
             reported = [run.search.value for run in members if run.search is not None]
-            if any(run.status != "finished" for run in members) or None in reported:
+            if any(run.status != RunStatus.FINISHED for run in members) or None in reported:
                 continue
             value = sum(v for v in reported if v is not None) / len(reported)
             search = members[0].search
@@ -116,7 +117,7 @@ def _by_params(runs: Sequence[RunSummary], paths: list[str]) -> str:
         rows.append([
             *values,
             str(len(members)),
-            str(sum(run.status == "finished" for run in members)),
+            str(sum(run.status == RunStatus.FINISHED for run in members)),
             format_means(sum(means) / len(means) if means else None,
                          {agent: sum(seen) / len(seen) for agent, seen in by_agent.items()}),
             spread or (f"{_number(min(means))} .. {_number(max(means))}" if means else "-"),

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mosaic.core.lifeline import process_exists
+from mosaic.store.states import RunStatus
 
 # A running run on another host whose heartbeat is older than this (seconds) is interrupted.
 STALE_AFTER = 300.0
@@ -24,15 +25,19 @@ def run_status(row: Any, now: float, hostname: str, stale_after: float) -> str:
     That is its stored status, except that a ``running`` run whose process is gone is
     ``interrupted``: on ``hostname`` (this host) when its pid is dead or belongs to a later
     process, elsewhere when its last heartbeat is older than ``stale_after`` seconds.
+
+    Plain text, not a :class:`~mosaic.store.states.RunStatus`: ``interrupted`` is none, and a
+    store written by a later mosaic may hold a status this one does not know.
     """
-    if row.status != "running":
+    running = RunStatus.RUNNING.value
+    if row.status != running:
         return str(row.status)
     if row.pid is not None and row.hostname == hostname:
-        return "running" if _pid_alive(row.pid, row.started_at) else "interrupted"
+        return running if _pid_alive(row.pid, row.started_at) else "interrupted"
     last = row.heartbeat_at if row.heartbeat_at is not None else row.started_at
     if last is None or now - last > stale_after:
         return "interrupted"
-    return "running"
+    return running
 
 
 def _pid_alive(pid: int, started_at: float | None) -> bool:

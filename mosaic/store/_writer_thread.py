@@ -71,6 +71,7 @@ from mosaic.store._writer_state import (
     bump,
     log,
 )
+from mosaic.store.states import RunStatus
 from mosaic.store.url import describe_error, open_engine
 
 _Param = TypeVar("_Param")
@@ -475,7 +476,7 @@ class WriterThreadMixin(OutageMixin):
         conn.execute(
             sa.update(schema.runs)
             .where(schema.runs.c.id.in_(sorted(run_ids)))
-            .where(schema.runs.c.status == "running")
+            .where(schema.runs.c.status == RunStatus.RUNNING.value)
             .values(heartbeat_at=time.time())
         )
 

@@ -40,6 +40,7 @@ from mosaic.store._records import (
 from mosaic.store._select import resolve_run, select_runs
 from mosaic.store._values import Decode, decompressing
 from mosaic.store._videos import VideoRecord, videos_of
+from mosaic.store.states import RunStatus
 from mosaic.store.url import describe_error, locate, open_engine
 
 if TYPE_CHECKING:
@@ -434,7 +435,7 @@ class Store:
         started, ended = row.started_at, row.ended_at
         if ended is not None and started is not None:
             duration: float | None = ended - started
-        elif status == "running" and started is not None:
+        elif status == RunStatus.RUNNING and started is not None:
             duration = now - started
         elif status == "interrupted" and started is not None and row.heartbeat_at is not None:
             # Its end is not stored: the last time it is known alive is its heartbeat (refreshed

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 
 from mosaic.store import schema
 from mosaic.store._batch import INSERT_TRANSITION
+from mosaic.store.states import RunStatus
 
 __all__ = ["RestartPoint", "StoredExperiment", "StoredRun", "file_hash", "find_experiment",
            "restart_run"]
@@ -36,7 +37,11 @@ def file_hash(text: str) -> str:
 
 @dataclass(frozen=True)
 class StoredRun:
-    """A run of a stored experiment, as its row says."""
+    """A run of a stored experiment, as its row says.
+
+    ``status`` is the row's text, not a :class:`~mosaic.store.states.RunStatus`: a store written
+    by a later mosaic may hold a status this one does not know, and that run is resumed too.
+    """
 
     id: int
     uid: str
@@ -52,7 +57,7 @@ class StoredRun:
     def alive_here(self) -> bool:
         """Whether the run's row says running and its process is alive on this host (another
         command still runs it)."""
-        if self.status != "running" or self.pid is None or self.pid == os.getpid():
+        if self.status != RunStatus.RUNNING or self.pid is None or self.pid == os.getpid():
             return False
         if self.hostname != socket.gethostname():
             return False
@@ -142,7 +147,7 @@ def restart_run(conn: sa.Connection, run: StoredRun, reason: str,
         conn.execute(sa.delete(table).where(where))
     now = time.time()
     conn.execute(sa.update(schema.runs).where(schema.runs.c.id == run.id).values(
-        status="running", started_at=now, ended_at=None, error=None,
+        status=RunStatus.RUNNING.value, started_at=now, ended_at=None, error=None,
         episodes=len(point.returns), steps=point.steps, digest=None, heartbeat_at=now,
         pid=os.getpid(), hostname=socket.gethostname()))
     where_from = (f"from episode {point.episode} (its checkpoint)" if point.episode

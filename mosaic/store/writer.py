@@ -61,6 +61,7 @@ from mosaic.store.resume import (
     find_experiment,
     restart_run,
 )
+from mosaic.store.states import RunStatus
 from mosaic.store.url import StoreLocation, locate
 
 __all__ = ["HEARTBEAT_INTERVAL", "MetricRow", "StepRow", "StoreWriter", "WriterStats"]
@@ -344,7 +345,7 @@ class StoreWriter(WriterThreadMixin):
             "experiment_id": experiment_id,
             "run_index": run_index,
             "seed": None if seed is None else int(seed),
-            "status": "running",
+            "status": RunStatus.RUNNING.value,
             "started_at": now,
             "heartbeat_at": now,
             "pid": os.getpid(),
@@ -428,14 +429,16 @@ class StoreWriter(WriterThreadMixin):
     ) -> None:
         """Enqueue a state transition of a run, stamped now; ``seq`` counts up per run.
 
-        Never blocks; raises StoreError only if the writer is closed.
+        The states are text: a :class:`~mosaic.store.states.RunState` is kept as its text, as
+        the store and a spill file hold it. Never blocks; raises StoreError only if the writer
+        is closed.
         """
         if self._closed:
             raise StoreError("the store writer is closed")
         params = {
             "p_run": run_id,
-            "p_from": from_state,
-            "p_to": to_state,
+            "p_from": None if from_state is None else str(from_state),
+            "p_to": str(to_state),
             "p_reason": reason,
             "p_at": time.time(),
         }
@@ -541,7 +544,7 @@ class StoreWriter(WriterThreadMixin):
     def run_finished(
         self,
         run_id: int,
-        status: str,
+        status: RunStatus,
         error: str | None,
         episodes: int,
         steps: int,
@@ -551,20 +554,22 @@ class StoreWriter(WriterThreadMixin):
     ) -> None:
         """Enqueue the end of a run, stamped now. It is written after every record enqueued before.
 
-        ``status`` is ``finished``, ``failed`` or ``cancelled``. ``started_at`` (``time.time()``
-        of this process), if given, replaces the run's start that :meth:`run_started` recorded:
-        a run on a Ray cluster starts once a node has room for it, not when it was submitted.
+        ``status`` is one of :data:`~mosaic.store.states.FINAL_STATUSES`. ``started_at``
+        (``time.time()`` of this process), if given, replaces the run's start that
+        :meth:`run_started` recorded: a run on a Ray cluster starts once a node has room for it,
+        not when it was submitted.
         Never blocks; raises StoreError for another status or if the writer is closed.
         """
         if status not in schema.FINAL_STATUSES:
             raise StoreError(
-                f"a run ends as one of {sorted(schema.FINAL_STATUSES)}, not {status!r}"
+                f"a run ends as one of {sorted(s.value for s in schema.FINAL_STATUSES)}, "
+                f"not {str(status)!r}"
             )
         if self._closed:
             raise StoreError("the store writer is closed")
         params = {
             "p_id": run_id,
-            "p_status": status,
+            "p_status": RunStatus(status).value,  # the plain text, as a spill file keeps it
             "p_ended": time.time(),
             "p_error": error,
             "p_episodes": int(episodes),

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from mosaic.core.extras import MLFLOW, require
+from mosaic.store.states import RunStatus
 from mosaic.tracking.sink import Point, RunEnd, RunStart, Sink, tag
 
 __all__ = ["BATCH", "FLUSH_S", "MLflowSink"]
@@ -39,8 +40,10 @@ PARAMS_BATCH = 100
 #: The longest param value and tag value sent (MLflow's oldest limits); longer ones are cut.
 PARAM_LENGTH = 500
 TAG_LENGTH = 5000
-#: MLflow's status of a run that ended as mosaic's ``finished``, ``failed``, ``cancelled``.
-STATUS = {"finished": "FINISHED", "failed": "FAILED", "cancelled": "KILLED", "pruned": "KILLED"}
+#: MLflow's status of a run that ended as mosaic's ``finished``, ``failed``, ``cancelled`` or
+#: ``pruned``.
+STATUS = {RunStatus.FINISHED: "FINISHED", RunStatus.FAILED: "FAILED",
+          RunStatus.CANCELLED: "KILLED", RunStatus.PRUNED: "KILLED"}
 
 
 class _Open:
@@ -109,7 +112,7 @@ class MLflowSink(Sink):
             return
         self._send(opened)
         run_tag = self._entities.RunTag
-        tags = [run_tag("status", run.status)]
+        tags = [run_tag("status", str(run.status))]  # its text, as MLflow keeps it
         if run.digest is not None:
             tags.append(run_tag("digest", run.digest))
         if run.error is not None:

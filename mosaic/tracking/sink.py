@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from mosaic.store.states import RunStatus
+
 __all__ = ["Point", "RunEnd", "RunStart", "Sink", "tag"]
 
 #: One scalar of a run: its tag, its value, the run's env steps it is plotted against, and the
@@ -47,10 +49,10 @@ class RunStart:
 
 @dataclass(frozen=True)
 class RunEnd:
-    """How a run ended: ``status`` is ``finished``, ``failed`` or ``cancelled``."""
+    """How a run ended: ``status`` is one of :data:`~mosaic.store.states.FINAL_STATUSES`."""
 
     uid: str
-    status: str
+    status: RunStatus
     error: str | None
     digest: str | None
     episodes: int

@@ -34,6 +34,7 @@ from copy import deepcopy
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
+from mosaic.store.states import RunStatus
 from mosaic.store.writer import CALL_TIMEOUT_S, MetricRow, StepRow, StoreWriter
 from mosaic.tracking.dispatch import QUEUE_POINTS, Dispatcher, describe
 from mosaic.tracking.sink import Point, RunEnd, RunStart, Sink, tag
@@ -177,7 +178,7 @@ class TrackingTee(_Writer):
     def run_finished(
         self,
         run_id: int,
-        status: str,
+        status: RunStatus,
         error: str | None,
         episodes: int,
         steps: int,
