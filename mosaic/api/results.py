@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mosaic.core.run_states import SUCCESSFUL_STATUSES, RunStatus
 from mosaic.core.store_url import mask
 from mosaic.orchestration.executor import RunResult
 from mosaic.stepping.progress import RECENT_EPISODES
 from mosaic.store import open_store
-from mosaic.store.states import SUCCESSFUL_STATUSES, RunStatus
 
 if TYPE_CHECKING:
     import pandas
@@ -26,7 +26,7 @@ class RunRecord:
     ``index`` numbers the runs of the command (every seed of every sweep point), ``params``
     are the run's sweep values by key path (empty without a sweep), ``status`` is
     ``finished``, ``failed``, ``cancelled`` or ``pruned`` (a
-    :class:`~mosaic.store.states.RunStatus`, equal to its text; ``error`` says why it failed),
+    :class:`~mosaic.core.run_states.RunStatus`, equal to its text; ``error`` says why it failed),
     and ``digest`` is the hex digest of every observation, action and reward (the same file,
     seed and values give the same digest). ``mean_return`` is over all its episodes,
     ``recent_mean_return`` over the last :data:`~mosaic.stepping.progress.RECENT_EPISODES`:

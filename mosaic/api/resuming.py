@@ -12,12 +12,12 @@ from typing import Any
 import yaml
 
 from mosaic.core.errors import ConfigError, MosaicError
+from mosaic.core.run_states import RunStatus
 from mosaic.experiment import Experiment
 from mosaic.experiment.schema import OVERRIDES_MARK
 from mosaic.orchestration.executor import run_uids
 from mosaic.store import StoreWriter
 from mosaic.store.resume import StoredExperiment, file_hash
-from mosaic.store.states import RunStatus
 
 __all__ = ["NothingToResume", "plan_resume"]
 

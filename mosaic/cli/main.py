@@ -178,7 +178,7 @@ def experiment_start(file: str, store: str | None, jobs: int | None, ray: str | 
     from mosaic.api.progress import ProgressDisplay
     from mosaic.cli.report import format_run_line, format_summary, format_title
     from mosaic.core.errors import MosaicError, StoreError
-    from mosaic.store.states import SUCCESSFUL_STATUSES
+    from mosaic.core.run_states import SUCCESSFUL_STATUSES
 
     try:
         join_cluster(experiment, ray)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from mosaic.core.run_states import RunStatus
 from mosaic.core.text_table import format_table
 from mosaic.orchestration.executor import RunResult
 from mosaic.stepping.progress import RECENT_EPISODES
 from mosaic.store import format_means
-from mosaic.store.states import RunStatus
 
 if TYPE_CHECKING:
     from mosaic.experiment import Experiment

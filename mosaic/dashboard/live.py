@@ -23,8 +23,8 @@ import sqlalchemy as sa
 from starlette.concurrency import run_in_threadpool
 
 from mosaic.core.errors import StoreError
+from mosaic.core.run_states import RunStatus
 from mosaic.store import Store, schema
-from mosaic.store.states import RunStatus
 
 __all__ = ["POLL_INTERVAL", "StoreWatcher", "event_stream"]
 

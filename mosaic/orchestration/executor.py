@@ -32,6 +32,7 @@ from mosaic.core.checkpoints import (
 )
 from mosaic.core.errors import StoreLost
 from mosaic.core.exit_codes import EXIT_SIGNAL
+from mosaic.core.run_states import RunStatus
 from mosaic.core.seeding import phase_seed
 from mosaic.messages import (
     CheckpointPaths,
@@ -50,7 +51,6 @@ from mosaic.runtime.placement import kill_all_processes
 from mosaic.stepping.progress import Progress
 from mosaic.store.reader import SEARCH_SOURCE
 from mosaic.store.resume import RestartPoint, StoredExperiment, StoredRun
-from mosaic.store.states import RunStatus
 from mosaic.store.writer import CALL_TIMEOUT_S
 from mosaic.transport import pin_io_threads
 from mosaic.transport.keys import CurveKeys, load_keys

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from mosaic.conductors.run_context import RunContext
 from mosaic.core.errors import MosaicError
+from mosaic.core.run_states import RunStatus
 from mosaic.messages import (
     ExperimentRunFinishedNotice,
     ExperimentRunShutdownRequest,
@@ -20,7 +21,6 @@ from mosaic.orchestration.run_governor import RunGovernor
 from mosaic.orchestration.state_machine import FINAL_STATES
 from mosaic.runtime.placement import ThreadPlaced
 from mosaic.runtime.setup_wait import CEILING
-from mosaic.store.states import RunStatus
 from mosaic.transport import RequestClient, RequestServer
 
 log = logging.getLogger(__name__)

@@ -35,6 +35,7 @@ from typing import Any
 from mosaic.conductors.run_context import RunContext
 from mosaic.core.checkpoints import save_bytes
 from mosaic.core.lifeline import arm_parent_death_signal
+from mosaic.core.run_states import RunStatus
 from mosaic.messages import RunConfig, RunRecordsRequest, RunRecordsResponse
 from mosaic.messages.codec import pack, unpack
 from mosaic.orchestration.checkpoint_sync import CheckpointSync
@@ -44,7 +45,6 @@ from mosaic.orchestration.record_relay import RecordRelay, RecordSink
 from mosaic.runtime import bootstrap
 from mosaic.runtime.ray_placement import ray_failure
 from mosaic.runtime.ray_support import ACTOR_PREFIX, connect, describe_node, node_address
-from mosaic.store.states import RunStatus
 from mosaic.store.writer import StoreWriter
 from mosaic.transport import EndpointAllocator, RequestServer
 

@@ -9,6 +9,7 @@ from mosaic.conductors.agent_conductor import AgentConductor
 from mosaic.conductors.environment_conductor import EnvironmentConductor
 from mosaic.conductors.run_context import RunContext
 from mosaic.core.errors import MosaicError, RunCancelled
+from mosaic.core.run_states import RunStatus
 from mosaic.messages import (
     ExperimentRunFinishedNotice,
     ExperimentRunShutdownRequest,
@@ -27,7 +28,6 @@ from mosaic.orchestration.state_machine import FINAL_STATES, RunState, RunStateM
 from mosaic.runtime.component import Component, handles
 from mosaic.runtime.placement import Placed, ThreadPlaced
 from mosaic.runtime.setup_wait import CEILING
-from mosaic.store.states import RunStatus
 from mosaic.transport import RequestClient
 
 log = logging.getLogger(__name__)

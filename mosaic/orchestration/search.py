@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from mosaic.core.errors import ConfigError
+from mosaic.core.run_states import SUCCESSFUL_STATUSES, RunStatus
 from mosaic.experiment.search import build_pruner, build_sampler, distribution, optuna, value_of
 from mosaic.experiment.sweep import SEARCH_STUDY
 from mosaic.messages import RunConfig, SearchTrial
 from mosaic.orchestration.pruning import replay
-from mosaic.store.states import SUCCESSFUL_STATUSES, RunStatus
 
 if TYPE_CHECKING:
     from mosaic.experiment import Experiment

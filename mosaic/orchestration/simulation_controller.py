@@ -22,6 +22,7 @@ from mosaic.core.errors import (
     RequestTimeout,
     RunCancelled,
 )
+from mosaic.core.run_states import RunStatus
 from mosaic.core.seeding import brain_seed, environment_seed, muscle_seed
 from mosaic.messages import (
     ActuatorSpec,
@@ -67,7 +68,6 @@ from mosaic.stepping.episodes import Episodes, Recording, Schedule
 from mosaic.stepping.ledger import Ledger
 from mosaic.stepping.player_episodes import PlayerEpisodes
 from mosaic.stepping.termination import Termination
-from mosaic.store.states import RunStatus
 from mosaic.transport import RequestClient
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """The explicit state machine of one run, over the store's states
-(:class:`~mosaic.store.states.RunState`)."""
+(:class:`~mosaic.core.run_states.RunState`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mosaic.core.errors import IllegalTransition
-from mosaic.store.states import RunState
+from mosaic.core.run_states import RunState
 
 __all__ = ["FINAL_STATES", "TRANSITIONS", "RunState", "RunStateMachine", "Transition"]
 

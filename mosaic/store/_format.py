@@ -7,9 +7,9 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from mosaic.core.run_states import RunStatus
 from mosaic.core.text_table import format_table
 from mosaic.store._records import EpisodeStats, EpisodeSummary, RunDetail, RunSummary
-from mosaic.store.states import RunStatus
 
 
 def format_runs_table(runs: Sequence[RunSummary]) -> str:

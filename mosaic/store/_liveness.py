@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mosaic.core.lifeline import process_exists
-from mosaic.store.states import RunStatus
+from mosaic.core.run_states import RunStatus
 
 # A running run on another host whose heartbeat is older than this (seconds) is interrupted.
 STALE_AFTER = 300.0
@@ -26,7 +26,7 @@ def run_status(row: Any, now: float, hostname: str, stale_after: float) -> str:
     ``interrupted``: on ``hostname`` (this host) when its pid is dead or belongs to a later
     process, elsewhere when its last heartbeat is older than ``stale_after`` seconds.
 
-    Plain text, not a :class:`~mosaic.store.states.RunStatus`: ``interrupted`` is none, and a
+    Plain text, not a :class:`~mosaic.core.run_states.RunStatus`: ``interrupted`` is none, and a
     store written by a later mosaic may hold a status this one does not know.
     """
     running = RunStatus.RUNNING.value

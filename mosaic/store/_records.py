@@ -19,7 +19,7 @@ class RunSummary:
     A run of several agents (multi-agent, self-play) has both means per agent too, in
     ``agent_recent_means`` and ``agent_means`` (agent uid -> mean of its returns; empty for a
     run of one agent): in a zero-sum game the total says nothing.
-    ``status`` is text, not a :class:`~mosaic.store.states.RunStatus`: it may be
+    ``status`` is text, not a :class:`~mosaic.core.run_states.RunStatus`: it may be
     ``interrupted`` (a running run whose process is gone), which is never stored.
     """
 

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 
 from mosaic.core.errors import StoreError
+from mosaic.core.run_states import RunStatus
 from mosaic.store import schema
 from mosaic.store._batch import (
     CALL,
@@ -71,7 +72,6 @@ from mosaic.store._writer_state import (
     bump,
     log,
 )
-from mosaic.store.states import RunStatus
 from mosaic.store.url import describe_error, open_engine
 
 _Param = TypeVar("_Param")

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 
 from mosaic.core.errors import StoreError
 from mosaic.core.extras import require
+from mosaic.core.run_states import RunStatus
 from mosaic.store import schema
 from mosaic.store._agents import AgentMeans, agent_means
 from mosaic.store._format import format_run_detail, format_runs_table
@@ -40,7 +41,6 @@ from mosaic.store._records import (
 from mosaic.store._select import resolve_run, select_runs
 from mosaic.store._values import Decode, decompressing
 from mosaic.store._videos import VideoRecord, videos_of
-from mosaic.store.states import RunStatus
 from mosaic.store.url import describe_error, locate, open_engine
 
 if TYPE_CHECKING:

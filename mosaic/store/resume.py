@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
+from mosaic.core.run_states import RunStatus
 from mosaic.store import schema
 from mosaic.store._batch import INSERT_TRANSITION
-from mosaic.store.states import RunStatus
 
 __all__ = ["RestartPoint", "StoredExperiment", "StoredRun", "file_hash", "find_experiment",
            "restart_run"]
@@ -39,7 +39,7 @@ def file_hash(text: str) -> str:
 class StoredRun:
     """A run of a stored experiment, as its row says.
 
-    ``status`` is the row's text, not a :class:`~mosaic.store.states.RunStatus`: a store written
+    ``status`` is the row's text, not a :class:`~mosaic.core.run_states.RunStatus`: a store written
     by a later mosaic may hold a status this one does not know, and that run is resumed too.
     """
 

@@ -13,7 +13,7 @@ import re
 import sqlalchemy as sa
 
 from mosaic.core.errors import StoreError
-from mosaic.store.states import FINAL_STATUSES, RunStatus
+from mosaic.core.run_states import FINAL_STATUSES, RunStatus
 
 __all__ = [
     "FINAL_STATUSES",

@@ -31,6 +31,7 @@ from typing import Any, Self, TypeVar
 import sqlalchemy as sa
 
 from mosaic.core.errors import StoreError, StoreLost
+from mosaic.core.run_states import RunStatus
 from mosaic.store import schema
 from mosaic.store._batch import (
     CALL,
@@ -61,7 +62,6 @@ from mosaic.store.resume import (
     find_experiment,
     restart_run,
 )
-from mosaic.store.states import RunStatus
 from mosaic.store.url import StoreLocation, locate
 
 __all__ = ["HEARTBEAT_INTERVAL", "MetricRow", "StepRow", "StoreWriter", "WriterStats"]
@@ -429,7 +429,7 @@ class StoreWriter(WriterThreadMixin):
     ) -> None:
         """Enqueue a state transition of a run, stamped now; ``seq`` counts up per run.
 
-        The states are text: a :class:`~mosaic.store.states.RunState` is kept as its text, as
+        The states are text: a :class:`~mosaic.core.run_states.RunState` is kept as its text, as
         the store and a spill file hold it. Never blocks; raises StoreError only if the writer
         is closed.
         """
@@ -554,7 +554,7 @@ class StoreWriter(WriterThreadMixin):
     ) -> None:
         """Enqueue the end of a run, stamped now. It is written after every record enqueued before.
 
-        ``status`` is one of :data:`~mosaic.store.states.FINAL_STATUSES`. ``started_at``
+        ``status`` is one of :data:`~mosaic.core.run_states.FINAL_STATUSES`. ``started_at``
         (``time.time()`` of this process), if given, replaces the run's start that
         :meth:`run_started` recorded: a run on a Ray cluster starts once a node has room for it,
         not when it was submitted.

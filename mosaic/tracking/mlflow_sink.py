@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from mosaic.core.extras import MLFLOW, require
-from mosaic.store.states import RunStatus
+from mosaic.core.run_states import RunStatus
 from mosaic.tracking.sink import Point, RunEnd, RunStart, Sink, tag
 
 __all__ = ["BATCH", "FLUSH_S", "MLflowSink"]

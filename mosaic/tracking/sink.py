@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from mosaic.store.states import RunStatus
+from mosaic.core.run_states import RunStatus
 
 __all__ = ["Point", "RunEnd", "RunStart", "Sink", "tag"]
 
@@ -49,7 +49,7 @@ class RunStart:
 
 @dataclass(frozen=True)
 class RunEnd:
-    """How a run ended: ``status`` is one of :data:`~mosaic.store.states.FINAL_STATUSES`."""
+    """How a run ended: ``status`` is one of :data:`~mosaic.core.run_states.FINAL_STATUSES`."""
 
     uid: str
     status: RunStatus

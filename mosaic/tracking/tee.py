@@ -34,7 +34,7 @@ from copy import deepcopy
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
-from mosaic.store.states import RunStatus
+from mosaic.core.run_states import RunStatus
 from mosaic.store.writer import CALL_TIMEOUT_S, MetricRow, StepRow, StoreWriter
 from mosaic.tracking.dispatch import QUEUE_POINTS, Dispatcher, describe
 from mosaic.tracking.sink import Point, RunEnd, RunStart, Sink, tag

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from mosaic.core.run_states import RunStatus
 from mosaic.orchestration.governing import final_status
-from mosaic.store.states import RunStatus
 
 
 @pytest.mark.parametrize("text", ["finished", "failed", "cancelled"])

@@ -1,5 +1,5 @@
 """A run's status and its transitions' states, given as the store's enumerations
-(:mod:`mosaic.store.states`), are stored as their text, in SQLite and in PostgreSQL, and
+(:mod:`mosaic.core.run_states`), are stored as their text, in SQLite and in PostgreSQL, and
 read back as text; a status a run cannot end with is refused naming it as text."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import pytest
 import sqlalchemy as sa
 
 from mosaic.core.errors import StoreError
+from mosaic.core.run_states import RunState, RunStatus
 from mosaic.store import open_store, schema
-from mosaic.store.states import RunState, RunStatus
 from tests.store.test_writer import make_writer, new_run
 
 pytestmark = pytest.mark.timeout(60)

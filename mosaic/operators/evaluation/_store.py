@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mosaic.core.run_states import RunState, RunStatus
 from mosaic.environments.gymnasium_adapter import GYMNASIUM_SLOT
 from mosaic.operators.llm_accounting import account_metrics
-from mosaic.store.states import RunState, RunStatus
 
 if TYPE_CHECKING:
     from mosaic.operators.evaluation._models import EvaluationConfig

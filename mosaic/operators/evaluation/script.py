@@ -71,6 +71,7 @@ from typing import TYPE_CHECKING, Any
 
 from mosaic.core.errors import StoreError
 from mosaic.core.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_SIGNAL
+from mosaic.core.run_states import RunStatus
 from mosaic.core.seeding import operator_seed
 from mosaic.core.store_path import resolve_store
 from mosaic.core.store_url import mask
@@ -94,7 +95,6 @@ from mosaic.operators.evaluation.schema import (
     OperatorSpec,
     load_evaluation,
 )
-from mosaic.store.states import RunStatus
 
 if TYPE_CHECKING:
     from mosaic.store.writer import StoreWriter

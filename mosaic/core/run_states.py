@@ -3,7 +3,9 @@
 :class:`RunState` is what a run's transitions record (``transitions.from_state`` and
 ``to_state``): the run governor's state machine moves through it, and so does an evaluation's
 recorder. :class:`RunStatus` is the run's ``runs.status``. Both are ``StrEnum``\\ s: a member is
-the text the store holds, and compares equal to it.
+the text the store holds, and compares equal to it. They live in the core, not in the store
+that keeps them, so that a process that steps a run names them without loading the store's
+database library.
 """
 
 from __future__ import annotations
