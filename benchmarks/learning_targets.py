@@ -23,6 +23,7 @@ it, against the issue's bar.
 | torch-td3-pendulum | pendulum_td3.yml, TorchTD3Brain | -200 | 24k | every seed; vs td3-pendulum |
 | torch-sac-pendulum | pendulum_sac.yml, TorchSACBrain | -200 | 24k | every seed; vs sac-pendulum |
 | td3-mountaincar | mountaincar_td3.yml | 90 | 100k | every seed run; vs SB3's TD3 |
+| sac-mountaincar | mountaincar_sac.yml (gSDE) | 90 | 60k | every seed run; vs SB3's SAC (gSDE) |
 
 (MountainCarContinuous-v0's target is the env's "solved" return, here reached by the training
 episodes, which pay for the exploration noise's pushes: stricter than the greedy test phase.)
@@ -49,7 +50,8 @@ learner (the ``bench`` extra) with the RL Baselines3 Zoo's hyperparameters for t
 environment, to the same target measured the same way (its Monitor's episode returns), with a
 budget of 20k env steps (TD3, SAC on Pendulum-v1) or 100k (PPO on 8 copies of CartPole-v1, its
 learning rate and clip range decaying linearly over them; TD3 with Ornstein-Uhlenbeck noise on
-MountainCarContinuous-v0, a third of the Zoo's 300k), and torch on one thread (mosaic's
+MountainCarContinuous-v0, a third of the Zoo's 300k; 50k for SAC with gSDE there, the Zoo's
+own), and torch on one thread (mosaic's
 NumPy learners use one). It prints the peer's env steps, CPU seconds (its process's) and wall
 seconds (its ``learn``) beside mosaic's, and the ratios of their sums over the seeds; the bar
 then also needs, for TD3 (both tasks) and SAC, mosaic within 1.2x the peer's env steps and
@@ -120,13 +122,19 @@ def within_50k(stats: Any) -> bool:
     return int(stats["steps"]) >= 50_000
 
 
+def within_60k(stats: Any) -> bool:
+    """Termination condition: the phase has taken 60,000 env steps (1.2x the peer's budget)."""
+    return int(stats["steps"]) >= 60_000
+
+
 @dataclass(frozen=True)
 class Task:
     example: str
     target: float
     budget: str  # the name of a condition above
     needed: int | None  # seeds that must meet the target (None: all run)
-    # A Stable-Baselines3 learner run alongside: "PPO", "SAC", "TD3" or "TD3-MountainCar"
+    # A Stable-Baselines3 learner run alongside: "PPO", "SAC", "TD3", "TD3-MountainCar" or
+    # "SAC-MountainCar"
     peer: str | None = None
     reference: str | None = None  # another task run alongside, whose wall time this one's is
     # compared to
@@ -149,6 +157,7 @@ TASKS = {
                                reference="sac-pendulum",
                                brain="mosaic.agents.learners.torch_actor_critic:TorchSACBrain"),
     "td3-mountaincar": Task("mountaincar_td3.yml", 90.0, "within_100k", None, "TD3-MountainCar"),
+    "sac-mountaincar": Task("mountaincar_sac.yml", 90.0, "within_60k", None, "SAC-MountainCar"),
 }
 
 
@@ -238,6 +247,7 @@ def compare(name: str, seeds: list[int]) -> bool:
 PEER_BUDGET = 20_000
 PPO_PEER_BUDGET = 100_000
 MOUNTAINCAR_PEER_BUDGET = 100_000
+SAC_MOUNTAINCAR_PEER_BUDGET = 50_000
 STEPS_RATIO = 1.2
 #: The most of SB3's PPO's CPU time mosaic's PPO may take (a ratio of sums over the seeds).
 PPO_CPU_RATIO = 0.5
@@ -258,7 +268,8 @@ def run_peer(algorithm: str, seed: int,
     ``algorithm`` with the RL Baselines3 Zoo's hyperparameters, stopped at ``target`` or its
     budget: PPO on 8 copies of CartPole-v1 (:data:`PPO_PEER_BUDGET`), TD3 and SAC on
     Pendulum-v1 (:data:`PEER_BUDGET`), ``TD3-MountainCar``: TD3 on MountainCarContinuous-v0
-    (:data:`MOUNTAINCAR_PEER_BUDGET`)."""
+    (:data:`MOUNTAINCAR_PEER_BUDGET`), ``SAC-MountainCar``: SAC with gSDE there
+    (:data:`SAC_MOUNTAINCAR_PEER_BUDGET`)."""
     import gymnasium
     import numpy as np
     import stable_baselines3
@@ -295,6 +306,16 @@ def run_peer(algorithm: str, seed: int,
             "MlpPolicy", Monitor(gymnasium.make("MountainCarContinuous-v0")),
             action_noise=OrnsteinUhlenbeckActionNoise(np.zeros(1), 0.5 * np.ones(1)),
             seed=seed, device="cpu")
+    elif algorithm == "SAC-MountainCar":  # rl-baselines3-zoo hyperparams/sac.yml
+        # MountainCarContinuous-v0: gSDE (a new exploration matrix at each rollout of
+        # train_freq steps), a fixed entropy coefficient, 64x64 ReLU networks.
+        budget = SAC_MOUNTAINCAR_PEER_BUDGET
+        model = stable_baselines3.SAC(
+            "MlpPolicy", Monitor(gymnasium.make("MountainCarContinuous-v0")),
+            learning_rate=3e-4, buffer_size=50_000, batch_size=512, ent_coef=0.1, train_freq=32,
+            gradient_steps=32, gamma=0.9999, tau=0.01, learning_starts=0, use_sde=True,
+            policy_kwargs={"log_std_init": -3.67, "net_arch": [64, 64]}, seed=seed,
+            device="cpu")
     elif algorithm == "SAC":  # rl-baselines3-zoo hyperparams/sac.yml, Pendulum-v1
         model = stable_baselines3.SAC("MlpPolicy", Monitor(gymnasium.make("Pendulum-v1")),
                                       learning_rate=1e-3, seed=seed, device="cpu")

@@ -62,6 +62,11 @@ CONTINUOUS: dict[str, Learner] = {
             "hidden_sizes": [16], "sync_every": 5, "buffer_size": 500}, 2, 2)
     for name, muscle, brain in (("td3", TD3Muscle, TD3Brain), ("sac", SACMuscle, SACBrain))
 }
+#: SAC with gSDE: the brain's log_std and the muscle's exploration matrices (drawn at each
+#: episode's start and every 70 steps) go on as they were.
+CONTINUOUS["sac_gsde"] = ("Pendulum-v1", SACMuscle, SACBrain,
+                          {**CONTINUOUS["sac"][3], "exploration": "gsde", "sde_sample_freq": 70},
+                          2, 2)
 
 
 def state_of(harness: Harness) -> dict[str, Any]:

@@ -182,9 +182,15 @@ class ActorCriticMuscle(SlotSpaces, Muscle):
         """The test-mode actions in [-1, 1] (N, n_actions) for the actor's ``outputs``."""
         raise NotImplementedError
 
+    def _forward(self, x: np.ndarray) -> np.ndarray:
+        """What :meth:`_explore` and :meth:`_greedy` are given for the inputs ``x``: the
+        actor's outputs (zeros before the brain's first weights)."""
+        if self.actor is None:
+            return np.zeros((x.shape[0], self.n_outputs))
+        return self.actor.forward(x)
+
     def _actions(self, x: np.ndarray, slot: str) -> np.ndarray:
-        outputs = (np.zeros((x.shape[0], self.n_outputs)) if self.actor is None
-                   else self.actor.forward(x))
+        outputs = self._forward(x)
         if not self.training:
             return self._greedy(outputs)
         if self.steps < self.params.random_steps:

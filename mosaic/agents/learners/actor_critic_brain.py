@@ -84,7 +84,7 @@ class ActorCriticBrain(SlotSpaces, ReplayLearner, RestorableState, Brain):
         self.version = 0
         # The actor as of the current version: what muscles get, so that a continued run's
         # muscle acts on the weights the saved run's muscle had.
-        self._published = self.actor.to_arrays()
+        self._published = self._publishable()
         self._sent: dict[str, int] = {}
         # Per metric: the sum and the count since the last report.
         self._stats = np.zeros((2, len(self.metric_names)))
@@ -102,6 +102,11 @@ class ActorCriticBrain(SlotSpaces, ReplayLearner, RestorableState, Brain):
 
     def _load_extra(self, state: Mapping[str, np.ndarray]) -> None:
         pass
+
+    def _publishable(self) -> dict[str, np.ndarray]:
+        """What muscles get of the actor now (copies): its weights, ``W0``, ``b0``, ...; a
+        subclass adds the arrays its muscle acts with besides them."""
+        return self.actor.to_arrays()
 
     # -- critics --------------------------------------------------------------------------
     def _target_value(self, next_x: np.ndarray, next_a: np.ndarray) -> np.ndarray:
@@ -170,7 +175,7 @@ class ActorCriticBrain(SlotSpaces, ReplayLearner, RestorableState, Brain):
                 self._stats[:, i] += (metrics[name], 1.0)
         if self.updates % p.sync_every == 0:
             self.version += 1
-            self._published = self.actor.to_arrays()
+            self._published = self._publishable()
             for i, name in enumerate(self.metric_names):
                 if self._stats[1, i]:
                     self.context.log_metric(name, self._stats[0, i] / self._stats[1, i])

@@ -77,8 +77,37 @@ class TD3Params(ActorCriticParams):
 
 class SACParams(ActorCriticParams):
     """Every SAC param with its default (see :class:`~mosaic.agents.learners.SACBrain`); unknown
-    keys are refused. ``target_entropy`` ``None`` is minus the number of action values."""
+    keys are refused. ``target_entropy`` ``None`` is minus the number of action values. A fixed
+    entropy coefficient (Stable-Baselines3's ``ent_coef: 0.1``) is ``learn_alpha: false`` with
+    ``initial_alpha: 0.1``."""
 
     initial_alpha: float = Field(default=1.0, gt=0)
     learn_alpha: bool = True
     target_entropy: float | None = None
+    #: ``gaussian``: the actor gives a mean and a log std per action value, and the muscle draws
+    #: fresh noise every step; ``gsde``: generalised state-dependent exploration (Raffin et al.,
+    #: 2021), the actor gives the means and the noise is its last hidden layer's features times
+    #: an exploration matrix that the muscle keeps for many steps (``sde_sample_freq``), so that
+    #: one push is kept up while the state changes slowly (:mod:`~mosaic.agents.learners.sac`).
+    exploration: Literal["gaussian", "gsde"] = Field(
+        default="gaussian", description="gaussian or gsde (SAC's exploration)")
+    #: With ``gsde``: the muscle draws a new exploration matrix at the start of each episode
+    #: (``-1``) and, given ``N >= 1``, also every ``N`` exploring steps.
+    sde_sample_freq: int = Field(default=-1, ge=-1,
+                                 description="-1 (once an episode) or an integer >= 1 (steps)")
+    #: With ``gsde``: the initial log standard deviation of each exploration matrix entry (one
+    #: learnt value per hidden feature and action value; Stable-Baselines3's SAC default).
+    log_std_init: float = -3.0
+    #: With ``gsde``: whether the actor's gradient reaches its hidden layers through the
+    #: features' part in the noise and its variance too (Stable-Baselines3's SAC), or only
+    #: through the means (the features held constant).
+    sde_learn_features: bool = True
+
+    @field_validator("sde_sample_freq")
+    @classmethod
+    def _not_zero(cls, value: int) -> int:
+        if value == 0:
+            raise_problems(Problem((), "expected -1 (a new exploration matrix each episode) or "
+                                   "an integer >= 1 (also every that many steps), got 0",
+                                   "-1 (the default)"))
+        return value

@@ -165,15 +165,19 @@ class MLP:
         out += b
         return out, inputs
 
-    def backward(self, inputs: list[np.ndarray], grad_out: np.ndarray) -> list[np.ndarray]:
+    def backward(self, inputs: list[np.ndarray], grad_out: np.ndarray,
+                 grad_features: np.ndarray | None = None) -> list[np.ndarray]:
         """Gradients ``[dW0, db0, dW1, db1, ...]`` of a scalar loss, given ``dloss/doutput``.
 
         ``inputs`` is what :meth:`forward_cached` returned for the same batch; ``grad_out`` has
         the outputs' shape (N, n_outputs). The order matches :meth:`parameters`.
+        ``grad_features`` (N, last hidden size), when the loss also depends on the last hidden
+        layer directly (``inputs[-1]``: gSDE's features), is that dependence's gradient.
         """
         grads: list[np.ndarray] = []
         delta = grad_out
-        for i in range(len(self.layers) - 1, -1, -1):
+        last = len(self.layers) - 1
+        for i in range(last, -1, -1):
             w, _ = self.layers[i]
             x = inputs[i]
             grads.append(delta.sum(axis=0))
@@ -181,6 +185,8 @@ class MLP:
             if i:
                 # x = tanh(pre-activation), so d tanh = 1 - x**2.
                 delta = delta @ w.T
+                if i == last and grad_features is not None:
+                    delta += grad_features
                 delta *= _tanh_slope(x)
         grads.reverse()
         return grads

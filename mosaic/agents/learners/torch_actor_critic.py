@@ -28,7 +28,15 @@ from mosaic.agents.context import BrainContext
 from mosaic.agents.learners.actor_critic_brain import ActorCriticBrain
 from mosaic.agents.learners.mlp import MLP, Adam
 from mosaic.agents.learners.replay import Transitions
-from mosaic.agents.learners.sac import _EPS, _LOG_2PI, LOG_STD_MAX, LOG_STD_MIN, SACBrain
+from mosaic.agents.learners.sac import (
+    _EPS,
+    _LOG_2PI,
+    LOG_STD_MAX,
+    LOG_STD_MIN,
+    MEAN_BOUND,
+    SDE_EPS,
+    SACBrain,
+)
 from mosaic.agents.learners.td3 import TD3Brain
 from mosaic.core.extras import require
 
@@ -56,10 +64,14 @@ class _TorchView:
         return [tensor for layer in self.layers for tensor in layer]
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self.with_features(x)[0]
+
+    def with_features(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The outputs for ``x`` and the last hidden layer's."""
         for w, b in self.layers[:-1]:
             x = torch.tanh(x @ w + b)
         w, b = self.layers[-1]
-        return x @ w + b
+        return x @ w + b, x
 
 
 def _tensor(array: np.ndarray) -> torch.Tensor:
@@ -207,6 +219,21 @@ def _squashed_gaussian(outputs: torch.Tensor,
     return actions, log_prob
 
 
+def _squashed_gsde(means: torch.Tensor, features: torch.Tensor, log_std: torch.Tensor,
+                   draws: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`mosaic.agents.learners.sac.squashed_gsde` in torch, for the exploration matrix
+    ``exp(log_std) * draws`` (detach ``features`` to hold them constant): actions (N, d) and
+    their log-probabilities (N,)."""
+    d = means.shape[1]
+    std = log_std.exp()
+    noise = features @ (std * draws)
+    variance = (features * features) @ (std * std) + SDE_EPS
+    actions = torch.tanh(means.clamp(-MEAN_BOUND, MEAN_BOUND) + noise)
+    log_prob = ((-0.5 * noise**2 / variance - 0.5 * variance.log()).sum(dim=1)
+                - 0.5 * d * _LOG_2PI - torch.log(1.0 - actions**2 + _EPS).sum(dim=1))
+    return actions, log_prob
+
+
 class TorchSACBrain(_TorchActorCritic, SACBrain):
     """:class:`~mosaic.agents.learners.SACBrain` with its update on PyTorch (float64, CPU).
 
@@ -216,14 +243,20 @@ class TorchSACBrain(_TorchActorCritic, SACBrain):
     ``log alpha`` (with ``learn_alpha``), the critics against the soft target, the actor down
     ``mean(alpha * log pi(a|s) - min(Q1, Q2)(s, a))`` by the reparameterised gradient, then the
     Polyak targets. :meth:`state` has the NumPy brain's keys and shapes, so either brain loads
-    the other's checkpoint.
+    the other's checkpoint. With ``exploration: gsde`` the actor's loss and log-probabilities
+    are :func:`~mosaic.agents.learners.sac.squashed_gsde`'s, ``log_std`` takes the actor's Adam
+    steps, and torch's gradient goes through the exploration matrix and the variance (and
+    through the features only with ``sde_learn_features``), as the NumPy brain's does.
     """
 
     def setup(self, context: BrainContext) -> None:
         super().setup(context)
         self.torch_log_alpha = torch.from_numpy(self.log_alpha).requires_grad_(True)
-        self.torch_actor_optimizer = self._torch_adam(self.actor_optimizer,
-                                                      self.torch_actor.parameters())
+        actor_params = self.torch_actor.parameters()
+        if self.gsde:
+            self.torch_log_std = torch.from_numpy(self.log_std).requires_grad_(True)
+            actor_params = [*actor_params, self.torch_log_std]
+        self.torch_actor_optimizer = self._torch_adam(self.actor_optimizer, actor_params)
         self.torch_alpha_optimizer = self._torch_adam(self.alpha_optimizer,
                                                       [self.torch_log_alpha])
 
@@ -231,9 +264,13 @@ class TorchSACBrain(_TorchActorCritic, SACBrain):
         p = self.params
         n, d = batch.observations.shape[0], self.spaces.n_actions
         x, next_x = _tensor(batch.observations), _tensor(batch.next_observations)
-        outputs = self.torch_actor(x)
-        noise = _tensor(self.rng.standard_normal((n, d)))
-        _, log_prob = _squashed_gaussian(outputs, noise)
+        outputs, features = self.torch_actor.with_features(x)
+        if self.gsde:
+            draws = _tensor(self.rng.standard_normal(self.log_std.shape))
+            _, log_prob = _squashed_gsde(outputs, features, self.torch_log_std, draws)
+        else:
+            draws = _tensor(self.rng.standard_normal((n, d)))
+            _, log_prob = _squashed_gaussian(outputs, draws)
         alpha = float(np.exp(self.log_alpha[0]))
         if p.learn_alpha:
             alpha_loss = -(self.torch_log_alpha[0]
@@ -241,17 +278,28 @@ class TorchSACBrain(_TorchActorCritic, SACBrain):
             _step(self.torch_alpha_optimizer, alpha_loss, [self.torch_log_alpha])
 
         with torch.no_grad():
-            next_a, next_log_prob = _squashed_gaussian(
-                self.torch_actor(next_x), _tensor(self.rng.standard_normal((n, d))))
+            if self.gsde:
+                next_a, next_log_prob = _squashed_gsde(
+                    *self.torch_actor.with_features(next_x), self.torch_log_std, draws)
+            else:
+                next_a, next_log_prob = _squashed_gaussian(
+                    self.torch_actor(next_x), _tensor(self.rng.standard_normal((n, d))))
             targets = self._targets(batch, self._torch_target_value(next_x, next_a)
                                     - alpha * next_log_prob)
         critic_loss, q_mean = self._torch_critic_step(x, _tensor(batch.actions), targets)
 
-        actions, actor_log_prob = _squashed_gaussian(outputs, noise)
+        if self.gsde:
+            actions, actor_log_prob = _squashed_gsde(
+                outputs, features if p.sde_learn_features else features.detach(),
+                self.torch_log_std, draws)
+            trained = [*self.torch_actor.parameters(), self.torch_log_std]
+        else:
+            actions, actor_log_prob = _squashed_gaussian(outputs, draws)
+            trained = self.torch_actor.parameters()
         inputs = torch.cat([x, actions], dim=1)
         q = torch.minimum(*(critic(inputs)[:, 0] for critic in self.torch_critics))
         actor_loss = (alpha * actor_log_prob - q).mean()
-        _step(self.torch_actor_optimizer, actor_loss, self.torch_actor.parameters())
+        _step(self.torch_actor_optimizer, actor_loss, trained)
         self._polyak(self.critic_targets, self.critics, p.tau)
         return {"critic_loss": critic_loss, "q_mean": q_mean,
                 "actor_loss": float(actor_loss.detach()), "alpha": alpha,
