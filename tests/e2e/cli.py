@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,27 @@ def write_experiment(folder: Path, text: str, name: str = "experiment.yml") -> P
 def query(store: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
     with sqlite3.connect(store) as connection:
         return connection.execute(sql, params).fetchall()
+
+
+def check_continuation(start: Callable[..., tuple[int, str]], folder: Path,
+                       episodes: int) -> None:
+    """A run of ``2 * episodes`` episodes and the same work in two invocations (the second
+    loading the first's phase checkpoint) give one digest and the same returns; the first half
+    alone another digest. ``start(folder, name, store, episodes=..., load=...)`` is the test
+    module's invocation of the real command (its exit code and stderr)."""
+    whole = folder / "whole.sqlite"
+    code, stderr = start(folder, "run", whole, episodes=2 * episodes)
+    assert code == 0, stderr
+    split = folder / "split.sqlite"
+    code, stderr = start(folder, "run", split, episodes=episodes)
+    assert code == 0, stderr
+    code, stderr = start(folder, "run", split, episodes=episodes, load="load: {phase: main}")
+    assert code == 0, stderr
+    [(whole_digest,)] = query(whole, "SELECT digest FROM runs")
+    [(first,), (second,)] = query(split, "SELECT digest FROM runs ORDER BY id")
+    assert second == whole_digest and first != whole_digest
+    returns = "SELECT total_return FROM episodes ORDER BY run_id, episode"
+    assert query(split, returns) == query(whole, returns)
 
 
 def wait_for_steps(store: Path, proc: subprocess.Popen[str], minimum: int = 1,

@@ -5,11 +5,12 @@ reason, by experiment-check too (at the agent's brain or muscle, NumPy or torch)
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.cli import query, run_mosaic, write_experiment
+from tests.e2e.cli import check_continuation, query, run_mosaic, write_experiment
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -73,21 +74,8 @@ def test_threads_and_processes_give_one_digest_and_store_the_metrics(
 @pytest.mark.parametrize("learner", ["TD3", "SAC"])
 def test_a_run_continued_from_its_checkpoint_gives_the_digest_of_the_whole(
         tmp_path: Path, process_tag: str, learner: str) -> None:
-    whole = tmp_path / "whole.sqlite"
-    code, stderr = start(tmp_path, "run", whole, learner, episodes=6, copies=1)
-    assert code == 0, stderr
-    split = tmp_path / "split.sqlite"
     # The split falls inside the random steps' end and the replay buffer's training.
-    code, stderr = start(tmp_path, "run", split, learner, episodes=3, copies=1)
-    assert code == 0, stderr
-    code, stderr = start(tmp_path, "run", split, learner, episodes=3, copies=1,
-                         load="load: {phase: main}")
-    assert code == 0, stderr
-    [(whole_digest,)] = query(whole, "SELECT digest FROM runs")
-    [(first,), (second,)] = query(split, "SELECT digest FROM runs ORDER BY id")
-    assert second == whole_digest and first != whole_digest
-    returns = "SELECT total_return FROM episodes ORDER BY run_id, episode"
-    assert query(split, returns) == query(whole, returns)
+    check_continuation(functools.partial(start, learner=learner, copies=1), tmp_path, 3)
 
 
 @pytest.mark.parametrize("learner", ["TD3", "SAC"])

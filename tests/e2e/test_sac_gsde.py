@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cli import query, run_mosaic, write_experiment
+from tests.e2e.cli import check_continuation, query, run_mosaic, write_experiment
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -67,18 +67,6 @@ def test_threads_and_processes_give_one_digest_with_copies(tmp_path: Path,
 
 def test_a_run_continued_from_its_checkpoint_gives_the_digest_of_the_whole(
         tmp_path: Path, process_tag: str) -> None:
-    whole = tmp_path / "whole.sqlite"
-    code, stderr = start(tmp_path, "run", whole, episodes=4)
-    assert code == 0, stderr
-    split = tmp_path / "split.sqlite"
     # The split falls after the first updates, with log_std learnt and sent to the muscle.
-    code, stderr = start(tmp_path, "run", split, episodes=2)
-    assert code == 0, stderr
-    code, stderr = start(tmp_path, "run", split, episodes=2, load="load: {phase: main}")
-    assert code == 0, stderr
-    [(whole_digest,)] = query(whole, "SELECT digest FROM runs")
-    [(first,), (second,)] = query(split, "SELECT digest FROM runs ORDER BY id")
-    assert second == whole_digest and first != whole_digest
-    returns = "SELECT total_return FROM episodes ORDER BY run_id, episode"
-    assert query(split, returns) == query(whole, returns)
+    check_continuation(start, tmp_path, 2)
 
