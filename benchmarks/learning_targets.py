@@ -54,7 +54,7 @@ MountainCarContinuous-v0, a third of the Zoo's 300k; 50k for SAC with gSDE there
 own), and torch on one thread (mosaic's
 NumPy learners use one). It prints the peer's env steps, CPU seconds (its process's) and wall
 seconds (its ``learn``) beside mosaic's, and the ratios of their sums over the seeds; the bar
-then also needs, for TD3 (both tasks) and SAC, mosaic within 1.2x the peer's env steps and
+then also needs, for TD3 and SAC (both tasks each), mosaic within 1.2x the peer's env steps and
 under its CPU, and for PPO at most 0.5x its CPU and less wall time on every seed.
 ``--no-peers`` leaves the peers out. A peer runs in a child process of ``--peer-python``
 (default: this Python), so that Stable-Baselines3 may live in another environment than
