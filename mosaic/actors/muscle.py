@@ -186,10 +186,10 @@ class MuscleActor(Component):
             if self._pool is not None:
                 snapshot = self._play_snapshot(muscle)
             self._episode_starts(1)
-        actions = muscle_step(muscle, request, self._slots, self._calls, self._learn)
-        if request.terminated or request.truncated:
-            return AgentUpdateResponse(actions, self._reported())
-        return AgentUpdateResponse(actions, self._reported(), snapshot)
+        # The snapshot is named at an episode's first step, which never ends it.
+        return AgentUpdateResponse(
+            muscle_step(muscle, request, self._slots, self._calls, self._learn),
+            self._reported(), snapshot)
 
     @handles(AgentEvaluateRequest)
     def _evaluate(self, request: AgentEvaluateRequest) -> AgentUpdateResponse:
@@ -200,11 +200,8 @@ class MuscleActor(Component):
         if greedy is None:
             raise MosaicError(f"muscle {self.uid!r} was not set up for evaluation")
         self._greedy_metrics.take()
-        actions = muscle_step(greedy, request, self._slots, self._calls, None)
-        if request.terminated or request.truncated:
-            return AgentUpdateResponse(actions, self._reported())
-        return AgentUpdateResponse(actions, self._reported(),
-                                   self._playing if request.step == 0 else None)
+        return AgentUpdateResponse(muscle_step(greedy, request, self._slots, self._calls, None),
+                                   self._reported(), self._playing if request.step == 0 else None)
 
     @handles(AgentBatchRequest)
     def _batch(self, request: AgentBatchRequest) -> AgentBatchResponse:
