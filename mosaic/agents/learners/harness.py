@@ -190,9 +190,7 @@ class Harness:
 
     def _sync(self) -> None:
         """The brain's sync answer to the muscle, as a muscle that starts in a run gets it."""
-        update = self.brain.sync(self.muscle_uid)
-        if update is not None:
-            self.muscle.apply_update(_through_wire(update) if self._wire else update)
+        self._apply(self.brain.sync(self.muscle_uid))
 
     def run(
         self,
@@ -242,7 +240,10 @@ class Harness:
     def _learn(self, experience: Any) -> None:
         if self._wire:
             experience = _through_wire(experience)
-        update = self.brain.learn(self.muscle_uid, experience)
+        self._apply(self.brain.learn(self.muscle_uid, experience))
+
+    def _apply(self, update: Any) -> None:
+        """The brain's answer (``None``: none) to the muscle, through the wire if asked."""
         if update is not None:
             self.muscle.apply_update(_through_wire(update) if self._wire else update)
 
