@@ -53,6 +53,14 @@ def _shuffled(rollout: _Rollout, order: np.ndarray) -> _Rollout:
                     else rollout.masks[order], rollout.advantages[order], rollout.returns[order])
 
 
+def _minibatch(rollout: _Rollout, rows: slice) -> Minibatch:
+    """The ``rows`` of ``rollout`` (views), as a minibatch whose critic sees the observations."""
+    observations = rollout.observations[rows]
+    return Minibatch(observations, observations, rollout.actions[rows], rollout.log_probs[rows],
+                     None if rollout.masks is None else rollout.masks[rows],
+                     rollout.advantages[rows], rollout.returns[rows])
+
+
 class PPOBrain(SlotSpaces, RestorableState, Brain):
     """PPO with a clipped surrogate objective, on tanh MLP policy and value networks.
 
@@ -201,13 +209,8 @@ class PPOBrain(SlotSpaces, RestorableState, Brain):
     def _step(self, rollout: _Rollout, rows: slice, totals: dict[str, float]) -> None:
         """One Adam step on the minibatch ``rows`` of the epoch's shuffled ``rollout``; adds its
         stats to ``totals``."""
-        observations = rollout.observations[rows]
         ppo_step(self.policy, self.value, self.optimizer, self.head, self.log_std, self.params,
-                 Minibatch(observations, observations, rollout.actions[rows],
-                           rollout.log_probs[rows],
-                           None if rollout.masks is None else rollout.masks[rows],
-                           rollout.advantages[rows], rollout.returns[rows]), totals,
-                 self.clip_range)
+                 _minibatch(rollout, rows), totals, self.clip_range)
 
     # -- weights and state ----------------------------------------------------------------
     def sync(self, muscle: str) -> dict[str, np.ndarray]:

@@ -26,8 +26,8 @@ from mosaic.agents.learners.mlp import (
 if TYPE_CHECKING:
     from mosaic.agents.learners.ppo_params import PPOParams
 
-__all__ = ["Minibatch", "PolicyHead", "SurrogateStats", "annealed_fraction", "clipped_surrogate",
-           "gae", "policy_update", "ppo_step"]
+__all__ = ["LossGradients", "Minibatch", "PolicyHead", "SurrogateStats", "annealed_fraction",
+           "clipped_surrogate", "gae", "loss_gradients", "policy_update", "ppo_step"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -196,36 +196,67 @@ def _normalized(values: np.ndarray) -> np.ndarray:
     return centred
 
 
-def ppo_step(policy: MLP, value: MLP, optimizer: Adam, head: PolicyHead,
-             log_std: np.ndarray, params: PPOParams, batch: Minibatch,
-             totals: dict[str, float], clip_range: float | None = None) -> None:
-    """One Adam step of PPO on ``batch``: the clipped surrogate through ``head`` for
-    ``policy`` (and ``log_std`` for a Gaussian head), the squared error of ``value`` against
-    the targets; adds the minibatch's stats to ``totals`` (``policy_loss``, ``value_loss``,
-    ``entropy``, ``approx_kl``, ``clip_fraction``, ``grad_norm``). ``clip_range`` replaces
-    ``params.clip_range`` (an annealed one); the optimizer's learning rate is its own."""
+@dataclass(frozen=True, slots=True)
+class LossGradients:
+    """PPO's loss on a minibatch and its gradient with respect to what the networks output:
+    the policy's outputs (N, size), the log std of a Gaussian head (None for a discrete one)
+    and the value network's outputs (N, 1). Backpropagating these through the networks gives
+    the loss's gradient with respect to their weights, whichever library does it."""
+
+    surrogate: SurrogateStats
+    value_loss: float
+    policy_outputs: np.ndarray
+    log_std: np.ndarray | None
+    values: np.ndarray
+
+    def add_stats(self, totals: dict[str, float], grad_norm: float) -> None:
+        """Add the minibatch's stats to ``totals`` (``policy_loss``, ``value_loss``,
+        ``entropy``, ``approx_kl``, ``clip_fraction``, and ``grad_norm``, the norm of the
+        weights' gradient before clipping)."""
+        stats = self.surrogate
+        for name, number in (("policy_loss", stats.loss), ("value_loss", self.value_loss),
+                             ("entropy", stats.entropy), ("approx_kl", stats.approx_kl),
+                             ("clip_fraction", stats.clip_fraction), ("grad_norm", grad_norm)):
+            totals[name] += number
+
+
+def loss_gradients(head: PolicyHead, log_std: np.ndarray, params: PPOParams, batch: Minibatch,
+                   outputs: np.ndarray, values: np.ndarray,
+                   clip_range: float | None = None) -> LossGradients:
+    """PPO's loss on ``batch`` given the policy's ``outputs`` and the value network's
+    ``values`` for it: the clipped surrogate through ``head`` (with ``log_std`` for a Gaussian
+    head) on the advantages (normalised per minibatch if the params say so) plus
+    ``value_coef`` times the squared error of ``values`` against the targets. ``clip_range``
+    replaces ``params.clip_range`` (an annealed one)."""
     rows = batch.advantages.shape[0]
     advantages = batch.advantages
     if params.normalize_advantages and rows > 1:
         advantages = _normalized(advantages)
-    outputs, policy_inputs = policy.forward_cached(batch.observations)
-    stats, grad_out, grad_log_std = clipped_surrogate(
+    surrogate, grad_out, grad_log_std = clipped_surrogate(
         head, outputs, batch.actions, batch.log_probs, advantages,
         params.clip_range if clip_range is None else clip_range, params.entropy_coef,
         batch.masks, log_std)
-    values, value_inputs = value.forward_cached(batch.critic_inputs)
     error = values[:, 0] - batch.returns
-    value_loss = float((error * error).mean())
-    grad_value = (params.value_coef * 2.0 / rows) * error[:, None]
-    grads = [*policy.backward(policy_inputs, grad_out),
-             *([] if grad_log_std is None else [grad_log_std]),
-             *value.backward(value_inputs, grad_value)]
+    return LossGradients(surrogate, float((error * error).mean()), grad_out, grad_log_std,
+                         (params.value_coef * 2.0 / rows) * error[:, None])
+
+
+def ppo_step(policy: MLP, value: MLP, optimizer: Adam, head: PolicyHead,
+             log_std: np.ndarray, params: PPOParams, batch: Minibatch,
+             totals: dict[str, float], clip_range: float | None = None) -> None:
+    """One Adam step of PPO on ``batch`` (the loss of :func:`loss_gradients`, backpropagated
+    through ``policy`` and ``value``); adds the minibatch's stats to ``totals`` (see
+    :meth:`LossGradients.add_stats`). ``clip_range`` replaces ``params.clip_range`` (an
+    annealed one); the optimizer's learning rate is its own."""
+    outputs, policy_inputs = policy.forward_cached(batch.observations)
+    values, value_inputs = value.forward_cached(batch.critic_inputs)
+    gradients = loss_gradients(head, log_std, params, batch, outputs, values, clip_range)
+    grads = [*policy.backward(policy_inputs, gradients.policy_outputs),
+             *([] if gradients.log_std is None else [gradients.log_std]),
+             *value.backward(value_inputs, gradients.values)]
     grad_norm = float(np.sqrt(sum(float((g * g).sum()) for g in grads)))
     optimizer.step(grads, grad_norm)
-    for name, number in (("policy_loss", stats.loss), ("value_loss", value_loss),
-                         ("entropy", stats.entropy), ("approx_kl", stats.approx_kl),
-                         ("clip_fraction", stats.clip_fraction), ("grad_norm", grad_norm)):
-        totals[name] += number
+    gradients.add_stats(totals, grad_norm)
 
 
 def policy_update(policy: MLP, head: PolicyHead, log_std: np.ndarray,

@@ -8,10 +8,10 @@ metrics, checkpoint and state format, but takes its gradients with ``torch.autog
 :class:`~mosaic.agents.learners.SACMuscle`: the brain answers with the actor as NumPy arrays, so
 an environment's process never imports torch.
 
-The torch tensors are views of the NumPy networks' arrays (``torch.from_numpy`` shares their
-memory, and a NumPy :class:`~mosaic.agents.learners.MLP` is already laid out as ``x @ W + b``):
-an Adam step in torch is at once the NumPy network's new weights, with no copy per update, and
-the Polyak targets, the weights muscles get and the checkpoints are the NumPy brain's own.
+The torch tensors are views of the NumPy networks' arrays
+(:class:`~mosaic.agents.learners.torch_view.TorchView`): an Adam step in torch is at once the
+NumPy network's new weights, with no copy per update, and the Polyak targets, the weights
+muscles get and the checkpoints are the NumPy brain's own.
 
 Importing this module without PyTorch raises :class:`~mosaic.core.errors.MissingExtra`, which
 names the extra to install (``pip install 'mosaic[torch]'``); nothing else in mosaic imports it.
@@ -26,7 +26,7 @@ import numpy as np
 
 from mosaic.agents.context import BrainContext
 from mosaic.agents.learners.actor_critic_brain import ActorCriticBrain
-from mosaic.agents.learners.mlp import MLP, Adam
+from mosaic.agents.learners.mlp import Adam
 from mosaic.agents.learners.replay import Transitions
 from mosaic.agents.learners.sac import (
     _EPS,
@@ -45,33 +45,10 @@ if TYPE_CHECKING:
 else:
     torch = require("torch", "torch_actor_critic (TD3 and SAC on PyTorch)", "torch")
 
+# After the check above, so that a missing torch is reported as these learners' extra.
+from mosaic.agents.learners.torch_view import TorchView
+
 __all__ = ["TorchSACBrain", "TorchTD3Brain"]
-
-
-class _TorchView:
-    """An :class:`MLP` as torch tensors sharing its arrays' memory: what torch changes in place,
-    the NumPy network holds, and the other way round (:meth:`MLP.load_arrays`, the Polyak
-    updates and the optimizers all write into the arrays, never replace them)."""
-
-    def __init__(self, network: MLP, *, trainable: bool = False) -> None:
-        self.layers = [(torch.from_numpy(w), torch.from_numpy(b)) for w, b in network.layers]
-        if trainable:
-            for tensor in self.parameters():
-                tensor.requires_grad_(True)
-
-    def parameters(self) -> list[torch.Tensor]:
-        """``[W0, b0, W1, b1, ...]``, in the order of :meth:`MLP.parameters`."""
-        return [tensor for layer in self.layers for tensor in layer]
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return self.with_features(x)[0]
-
-    def with_features(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The outputs for ``x`` and the last hidden layer's."""
-        for w, b in self.layers[:-1]:
-            x = torch.tanh(x @ w + b)
-        w, b = self.layers[-1]
-        return x @ w + b, x
 
 
 def _tensor(array: np.ndarray) -> torch.Tensor:
@@ -98,9 +75,9 @@ class _TorchActorCritic(ActorCriticBrain):
         # The networks are small: more threads only contend for the cores with the run's
         # other processes.
         torch.set_num_threads(1)
-        self.torch_actor = _TorchView(self.actor, trainable=True)
-        self.torch_critics = tuple(_TorchView(c, trainable=True) for c in self.critics)
-        self.torch_critic_targets = tuple(_TorchView(c) for c in self.critic_targets)
+        self.torch_actor = TorchView(self.actor, trainable=True)
+        self.torch_critics = tuple(TorchView(c, trainable=True) for c in self.critics)
+        self.torch_critic_targets = tuple(TorchView(c) for c in self.critic_targets)
         # (NumPy Adam, its torch twin): the NumPy one only carries the moments to and from state.
         self._adams: list[tuple[Adam, torch.optim.Adam]] = []
         self.torch_critic_optimizer = self._torch_adam(self.critic_optimizer, [
@@ -183,7 +160,7 @@ class TorchTD3Brain(_TorchActorCritic, TD3Brain):
 
     def setup(self, context: BrainContext) -> None:
         super().setup(context)
-        self.torch_actor_target = _TorchView(self.actor_target)
+        self.torch_actor_target = TorchView(self.actor_target)
         self.torch_actor_optimizer = self._torch_adam(self.actor_optimizer,
                                                       self.torch_actor.parameters())
 
