@@ -417,7 +417,7 @@ def main() -> int:
         met = 0
         ours: list[tuple[int, float, float]] = []  # (env steps, CPU, wall) per seed
         theirs: list[tuple[int, float, float]] = []
-        references: list[tuple[float, float]] = []  # the reference task's (wall, CPU) per seed
+        references: list[tuple[int, float, float]] = []  # the reference's, alike
         print(f"{name}: examples/{task.example}, target: last-{WINDOW} mean >= {task.target:g} "
               f"{task.budget.replace('_', ' ')} env steps", flush=True)
         for seed in args.seeds:
@@ -426,7 +426,7 @@ def main() -> int:
                 with tempfile.TemporaryDirectory() as tmp:
                     reached, last, steps, episodes, wall, cpu = run_task(reference, seed,
                                                                          Path(tmp))
-                references.append((wall, cpu))
+                references.append((steps, cpu, wall))
                 print(f"    {task.reference} (reference): {'reached' if reached else 'MISSED '}"
                       f"  last-{WINDOW} mean {last:8.1f}  {steps:7d} env steps  {wall:6.1f} s "
                       f"wall  {cpu:6.1f} s CPU", flush=True)
@@ -452,13 +452,15 @@ def main() -> int:
             near = peer_bar(task.peer or "", ours, theirs)
             ok = ok and near
         if references:
-            wall_ratio = sum(wall for _, _, wall in ours) / sum(w for w, _ in references)
-            cpu_ratio = sum(cpu for _, cpu, _ in ours) / sum(c for _, c in references)
+            steps_ratio, cpu_ratio, wall_ratio = (
+                sum(run[i] for run in ours) / sum(run[i] for run in references)
+                for i in range(3))
             near = wall_ratio <= REFERENCE_WALL_BAR
             ok = ok and near
             print(f"  against {task.reference}: {wall_ratio:.2f}x its wall time to the target "
                   f"(bar {REFERENCE_WALL_BAR}x; {cpu_ratio:.2f}x its CPU): "
-                  f"{'ok' if near else 'MISSED'}", flush=True)
+                  f"{'ok' if near else 'MISSED'}; {steps_ratio:.2f}x its env steps, so "
+                  f"{wall_ratio / steps_ratio:.2f}x its wall time per env step", flush=True)
         if not ok:
             missed.append(name)
     print("every target met" if not missed else f"TARGETS MISSED: {', '.join(missed)}")
