@@ -92,12 +92,10 @@ from mosaic.core.errors import MosaicError
 from mosaic.operators.api.config import OperatorConfig
 from mosaic.operators.api.llm_routing import llm_worker_for
 from mosaic.operators.api.operator import (
+    BUILTIN_OPERATORS,
     EpisodeSummary,
     NamedOperator,
     Operator,
-    PassiveOperator,
-    RandomOperator,
-    ScriptedOperator,
     StepSnapshot,
 )
 from mosaic.operators.api.services import ActorService, PolicyMappingService
@@ -493,15 +491,12 @@ class OperatorMuscle(Muscle):
 def _make_in_process(spec: InProcessSpec, operator_id: str, slot: Slot, seed: int) -> Any:
     from mosaic.core.imports import import_object
 
-    if spec.class_ == "random":
-        return RandomOperator(slot.action_space, seed, operator_id=operator_id, name=spec.name)
-    if spec.class_ == "passive":
-        return PassiveOperator(operator_id=operator_id, name=spec.name)
-    if spec.class_ == "scripted":
-        fn = import_object(str(spec.function))
-        if not callable(fn):
+    builtin = BUILTIN_OPERATORS.get(spec.class_)
+    if builtin is not None:
+        fn = None if spec.function is None else import_object(spec.function)
+        if spec.function is not None and not callable(fn):
             raise MosaicError(f"{spec.function} is not callable")
-        return ScriptedOperator(fn, operator_id=operator_id, name=spec.name)
+        return builtin(slot.action_space, seed, fn, operator_id=operator_id, name=spec.name)
     factory = import_object(spec.class_)
     if not callable(factory):
         raise MosaicError(f"{spec.class_} is not a class or function")

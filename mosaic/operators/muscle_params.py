@@ -33,10 +33,10 @@ from mosaic.core.errors import MosaicError
 from mosaic.operators.api.config import OPERATOR_TYPES
 from mosaic.operators.api.kinds import operator_kinds, settings_problems, type_problems
 from mosaic.operators.api.llm_routing import llm_worker_problems
+from mosaic.operators.api.operator import BUILTIN_OPERATORS
 from mosaic.operators.llm_accounting import DEFAULT_MAX_FALLBACK_FRACTION
 
 __all__ = [
-    "BUILTIN_OPERATORS",
     "DEFAULT_LLM_TIMEOUT_S",
     "DEFAULT_START_TIMEOUT_S",
     "DEFAULT_STOP_TIMEOUT_S",
@@ -55,9 +55,6 @@ DEFAULT_LLM_TIMEOUT_S = 30.0
 DEFAULT_START_TIMEOUT_S = 10.0
 #: Seconds to stop a worker (stop command, EOF, SIGTERM, SIGKILL; see the handle's ``stop``).
 DEFAULT_STOP_TIMEOUT_S = 3.0
-#: The in-process shorthands accepted as ``operator.class``.
-BUILTIN_OPERATORS = ("random", "passive", "scripted")
-
 _CLASS = f"{', '.join(BUILTIN_OPERATORS)} or an import path 'package.module:Factory'"
 _FORMS = (
     f"class: {' | '.join(BUILTIN_OPERATORS)} | package.module:Factory (in process), or "
@@ -146,7 +143,7 @@ class InProcessSpec(_OperatorSpec):
     @classmethod
     def _known(cls, target: str) -> str:
         if ":" not in target:
-            _one_of(target, BUILTIN_OPERATORS, _CLASS)
+            _one_of(target, tuple(BUILTIN_OPERATORS), _CLASS)
         return target
 
     def _problems(self) -> list[Problem]:

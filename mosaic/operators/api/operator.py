@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import gymnasium
 
 __all__ = [
+    "BUILTIN_OPERATORS",
     "ActorDescriptor",
     "EpisodeSummary",
     "Operator",
@@ -239,6 +240,16 @@ class ScriptedOperator(NamedOperator):
         self, observation: Any, action: Any, reward: float, terminated: bool, truncated: bool
     ) -> None:
         return None
+
+
+#: The in-process operators a file names by a word (an ``OperatorMuscle``'s ``class``), each
+#: made from the slot's action space, a seed, a ``scripted`` operator's function (else None),
+#: and the operator's ``operator_id`` and ``name``.
+BUILTIN_OPERATORS: Mapping[str, Callable[..., Operator]] = {
+    "random": lambda space, seed, _fn, **names: RandomOperator(space, seed, **names),
+    "passive": lambda _space, _seed, _fn, **names: PassiveOperator(**names),
+    "scripted": lambda _space, _seed, fn, **names: ScriptedOperator(fn, **names),
+}
 
 
 class WorkerOperator(NamedOperator):
