@@ -543,11 +543,11 @@ class SimulationController(Component):
         clock = ShutdownClock(self.ctx)
 
         def check() -> None:
-            supervisor = self.ctx.supervisor
-            supervisor.check(only=(uid,))
-            # A brain ends in order once its last muscle is shut down, maybe before that
-            # muscle's answer is here; only a brain that failed ends the wait.
-            supervisor.check(only=needs, in_order_ends=True)
+            # A component ends in order right after its answer, which its process delivers
+            # before it exits (mosaic.transport.context.deliver_pending) but which may still be
+            # on its way here; a brain ends in order once its last muscle is shut down, maybe
+            # before that muscle's answer is here. Only a failure ends the wait early.
+            self.ctx.supervisor.check(only=(uid, *needs), in_order_ends=True)
             if clock.expired():
                 raise RequestTimeout(f"{client.peer} did not answer before {clock.deadline()}")
 

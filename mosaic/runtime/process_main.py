@@ -19,6 +19,8 @@ from mosaic.core.imports import user_folder_last
 from mosaic.core.process_exit import exit_process
 from mosaic.runtime.heartbeat import start_beating
 from mosaic.runtime.processes.parent import PARENT_CHECK_S, die_with_parent, on_first_sigterm
+from mosaic.transport.context import REPLY_LINGER_MS, deliver_pending
+from mosaic.transport.security import stop_gatekeeper
 
 #: How long an orphan (its parent gone) waits for its orderly stop before it exits anyway.
 ORPHAN_STOP_S = 5.0
@@ -84,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         if lifeline.check():  # the parent is gone, and this process has its SIGTERM
             status.stopped.wait(ORPHAN_STOP_S)
             break
+    # The component's last answer (to its shutdown) may still be in ZeroMQ's I/O thread, which
+    # the exit below would end with it: the run's last metrics and checkpoint path were lost so.
+    stop_gatekeeper()
+    deliver_pending(REPLY_LINGER_MS / 1000 + 0.5)
     return 0 if status.failure is None else 1
 
 

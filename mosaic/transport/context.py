@@ -43,3 +43,26 @@ def context() -> zmq.Context[zmq.Socket[bytes]]:
             _context = ctx
             _owner_pid = pid
         return _context
+
+
+#: How long a closing server keeps its unsent replies (ms): a component's last reply is the
+#: answer to its shutdown, sent just before its process ends.
+REPLY_LINGER_MS = 1000
+
+
+def deliver_pending(timeout: float) -> bool:
+    """Wait up to ``timeout`` s for the messages this process's closed sockets still hold (a
+    server's last replies, kept :data:`REPLY_LINGER_MS`) to be handed to the operating system;
+    True if that finished. Closes every socket still open, dropping what they hold, and ends
+    the context. For a process whose components have stopped and that is about to end without
+    the interpreter's teardown (:func:`mosaic.core.process_exit.exit_process`): its ZeroMQ I/O
+    thread would otherwise die with the answer to the run's last request, its shutdown. No
+    other thread may use a socket any more (stop the gatekeeper first)."""
+    ctx = _context
+    if ctx is None or _owner_pid != os.getpid():
+        return True
+    ending = threading.Thread(target=ctx.destroy, kwargs={"linger": 0}, name="zmq-end",
+                              daemon=True)
+    ending.start()
+    ending.join(timeout)
+    return not ending.is_alive()

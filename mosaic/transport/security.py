@@ -28,7 +28,8 @@ from mosaic.transport.context import context
 from mosaic.transport.credentials import PLAIN_USER, Credentials
 from mosaic.transport.zap import ZapHandler
 
-__all__ = ["admit", "is_secured", "release", "secure_client", "secure_server"]
+__all__ = ["admit", "is_secured", "release", "secure_client", "secure_server",
+           "stop_gatekeeper"]
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ def admit(credentials: Credentials) -> None:
             gatekeeper = ZapHandler(context(), _decide, name=GATEKEEPER_THREAD)
             gatekeeper.start()
             _gatekeeper = gatekeeper
-            atexit.register(_stop_gatekeeper)
+            atexit.register(stop_gatekeeper)
 
 
 def release(credentials: Credentials) -> None:
@@ -96,7 +97,8 @@ def release(credentials: Credentials) -> None:
             _admitted[credentials.domain] = (known[0], known[1] - 1)
 
 
-def _stop_gatekeeper() -> None:
+def stop_gatekeeper() -> None:
+    """Stop this process's gatekeeper, if it runs (also done at exit)."""
     global _gatekeeper
     with _lock:
         gatekeeper, _gatekeeper = _gatekeeper, None

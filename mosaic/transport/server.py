@@ -13,7 +13,7 @@ from mosaic.core.errors import CodecError
 from mosaic.core.log_limit import LogLimiter
 from mosaic.messages import ErrorResponse, Message, Response
 from mosaic.messages.codec import DEFAULT_MAX_FRAME_BYTES, decode_message, encode_message
-from mosaic.transport.context import context
+from mosaic.transport.context import REPLY_LINGER_MS, context
 from mosaic.transport.credentials import Credentials
 from mosaic.transport.security import release, secure_server
 
@@ -197,4 +197,6 @@ class RequestServer:
         self._close_security(self._socket)
         self._log_limit.flush(force=True)
         self._refusals.flush(force=True)
-        self._socket.close(linger=0)
+        # The last replies (a shutdown's answer) go out even if the process ends right after:
+        # see mosaic.transport.context.deliver_pending.
+        self._socket.close(linger=REPLY_LINGER_MS)
