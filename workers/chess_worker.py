@@ -1,9 +1,9 @@
 """Chess LLM worker: plays PettingZoo's ``chess_v6`` through an OpenAI-compatible endpoint,
 one conversation per game.
 
-The position comes from the observation itself (``workers/_chess_position.py``: PettingZoo's
-tensor read into a python-chess board, its moves checked against the legal actions the driver
-sent), so the worker plays under any driver. Each turn adds a user message to the game's
+The position comes from the observation itself (:mod:`mosaic.operators.chess_position`:
+PettingZoo's tensor read into a python-chess board, its moves checked against the legal actions
+the driver sent), so the worker plays under any driver. Each turn adds a user message to the game's
 conversation: the opponent's last move, the board, its FEN and the legal moves in SAN (or UCI
 with ``--notation uci``). The model answers with a move in SAN or UCI (``<think>`` blocks are
 dropped; the first word that is a legal move wins). An answer with no legal move is asked
@@ -31,8 +31,8 @@ from typing import Any
 
 import chess
 
+from mosaic.operators.chess_position import board_from_observation, legal_moves
 from mosaic.operators.worker.runtime import add_runtime_arguments, run_worker
-from workers._chess_position import board_from_observation, legal_moves
 from workers.llm_worker import (
     LLMError,
     LLMPolicy,

@@ -8,10 +8,13 @@ passes the path of its own terminal (``/dev/pts/N``) instead. The device is open
 
 For each action the worker shows the observation and the legal actions (``index`` or
 ``index=name`` with ``--action-names``) and reads a line: an action index or a name
-(case-insensitive). Anything else prints a short message and asks again. End of input on the
-terminal (Ctrl-D on an empty line, or the device going away) gives an ``error`` reply for that
-action. There is no time limit: drivers should use long timeouts for human workers, and the worker
-answers no other command while it waits for the person.
+(case-insensitive). Playing PettingZoo's chess (the game ``init_agent`` names), it shows the
+board and its FEN instead of the observation tensor and the legal moves in SAN, and reads a
+move in SAN or UCI (:mod:`mosaic.operators.moves`); the reply names the move (``move``, UCI),
+as the chess LLM worker's does. Anything else prints a short message and asks again. End of
+input on the terminal (Ctrl-D on an empty line, or the device going away) gives an ``error``
+reply for that action. There is no time limit: drivers should use long timeouts for human
+workers, and the worker answers no other command while it waits for the person.
 
 A terminal that cannot be opened at start gives exit code 2 with the reason on stderr.
 """
@@ -26,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from mosaic.operators.api.llm_routing import is_chess
+from mosaic.operators.moves import MoveChoice, move_choices, parse_move
 from mosaic.operators.worker.runtime import (
     BasePolicy,
     add_runtime_arguments,
@@ -57,13 +62,16 @@ class HumanPolicy(BasePolicy):
         self.action_names = action_names or []
         self._buffer = b""
         self._player: str | None = None
+        self._chess = False
         self._turn = 0
+        self._last_move: str | None = None
 
     def init_agent(
         self, player_id: str, env_name: str | None, task: str | None, settings: dict[str, Any]
     ) -> None:
-        """Show the player's name in prompts."""
+        """Show the player's name in prompts; in chess, name moves as a chess player does."""
         self._player = player_id
+        self._chess = is_chess(task, env_name)
 
     def reset(self, seed: int | None) -> None:
         """A new episode: tell the person."""
@@ -77,11 +85,13 @@ class HumanPolicy(BasePolicy):
         candidates = legal_actions if legal_actions is not None else discrete_actions(action_space)
         if not candidates:
             raise ValueError("the human worker needs legal actions or a Discrete action space")
+        choices = move_choices(observation, candidates, chess=self._chess,
+                               action_names=self.action_names)
         self._turn += 1
         who = f"[{self._player}] " if self._player else ""
-        choices = "  ".join(self._describe(a) for a in candidates)
-        self._say(f"\n{who}turn {self._turn}\nobservation: {self._show(observation)}\n"
-                  f"legal actions: {choices}\n")
+        listing = "  ".join(self._describe(choice) for choice in choices)
+        self._say(f"\n{who}turn {self._turn}\n{self._show(observation)}\n"
+                  f"legal {'moves' if self._chess else 'actions'}: {listing}\n")
         while True:
             self._say(PROMPT)
             text = self._readline()
@@ -89,10 +99,15 @@ class HumanPolicy(BasePolicy):
                 raise EOFError(f"the terminal {self.tty_path} closed while waiting for an action")
             if not text.strip():
                 continue
-            action = self._parse(text.strip(), candidates)
-            if action is not None:
-                return action
-            self._say(f"invalid choice {text.strip()!r}; type one of: {choices}\n")
+            choice = parse_move(text, choices)
+            if choice is not None:
+                self._last_move = choice.aliases[0] if self._chess else None
+                return choice.action
+            self._say(f"invalid choice {text.strip()!r}; type one of: {listing}\n")
+
+    def reply_fields(self) -> dict[str, Any]:
+        """In chess, the move just played (UCI), as the chess LLM worker names it."""
+        return {"move": self._last_move} if self._last_move is not None else {}
 
     def close(self) -> None:
         """Close the terminal device."""
@@ -101,26 +116,22 @@ class HumanPolicy(BasePolicy):
 
     # -- internals --
 
-    def _describe(self, action: int) -> str:
-        if 0 <= action < len(self.action_names):
-            return f"{action}={self.action_names[action]}"
-        return str(action)
+    def _describe(self, choice: MoveChoice) -> str:
+        if self._chess or choice.name == str(choice.action):
+            return choice.name
+        return f"{choice.action}={choice.name}"
 
-    @staticmethod
-    def _show(observation: Any) -> str:
+    def _show(self, observation: Any) -> str:
+        if self._chess:
+            from mosaic.operators.chess_position import board_from_observation
+
+            board = board_from_observation(observation)
+            return f"{board}\nFEN {board.fen()}"
         text = np.array2string(observation) if isinstance(observation, np.ndarray) else str(
             observation)
-        return text if len(text) <= MAX_OBSERVATION_CHARS else text[:MAX_OBSERVATION_CHARS] + "..."
-
-    def _parse(self, text: str, candidates: list[int]) -> int | None:
-        if text.lstrip("-").isdigit():
-            value = int(text)
-            return value if value in candidates else None
-        lowered = [name.lower() for name in self.action_names]
-        if text.lower() in lowered:
-            value = lowered.index(text.lower())
-            return value if value in candidates else None
-        return None
+        if len(text) > MAX_OBSERVATION_CHARS:
+            text = text[:MAX_OBSERVATION_CHARS] + "..."
+        return f"observation: {text}"
 
     def _say(self, text: str) -> None:
         data = text.replace("\n", "\r\n").encode("utf-8", "replace")

@@ -10,9 +10,14 @@ every round.
 Every operator's worker renders each step (an RGB frame as a PNG where the environment can, text
 otherwise); a game (an operator with ``players``) is drawn by the driver, which owns it, and its
 panel lists its players: who is to move, each one's last move, return and LLM fallbacks. A ``human``
-operator's worker reads its actions from a pseudo-terminal of its own, which the page's buttons
-write to: clicking an action steps that operator alone, while Step All and Step N step the others. A
-worker that fails is shown failed in its panel; the others go on, as in the terminal.
+operator's worker, or a human player's of a game, reads its actions from a pseudo-terminal of its
+own, which the page writes to: clicking an action steps that operator alone, while Step All and
+Step N step the others. A game waiting for a human player's move shows that player's legal moves
+(named as the human worker names them: SAN in chess, :mod:`mosaic.operators.moves`) and a move
+field; the move is checked here before it is written, and steps the game (in a parallel game, once
+every human player it waits for has moved). Step All and Step N leave a game alone while it waits
+for a person. A worker that fails is shown failed in its panel; the others go on, as in the
+terminal.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any
 from mosaic.operators.evaluation.manual import ManualSession, OperatorView
 from mosaic.operators.evaluation.schema import EvaluationConfig, OperatorSpec, load_evaluation
 from mosaic.operators.evaluation.script import operator_config_for
+from mosaic.operators.moves import MoveChoice, parse_move
 
 __all__ = ["MAX_STEP_N", "BrowserManual", "CommandError"]
 
@@ -64,6 +70,8 @@ class BrowserManual:
         self._config: EvaluationConfig | None = None
         self._ptys: dict[str, tuple[int, int]] = {}
         self._actions: dict[str, list[tuple[int, str]]] = {}
+        self._turns: dict[str, dict[str, list[MoveChoice]]] = {}
+        self._moved: dict[str, dict[str, int]] = {}
         self._busy: set[str] = set()
         self._views: list[OperatorView] = []
         self._shared: tuple[int | None, int | None] = (None, None)
@@ -140,6 +148,12 @@ class BrowserManual:
             raise CommandError(f"action {action} is not one of {[i for i, _ in actions]}")
         self.run(lambda: self._act(operator_id, action))
 
+    def play(self, operator_id: str, player: str, move: str) -> None:
+        """Human ``player`` of game ``operator_id`` plays ``move`` (a name, UCI in chess, or an
+        index); CommandError when the game does not wait for that player or the move is not
+        legal."""
+        self.run(lambda: self._play(operator_id, player, move))
+
     def _start(self) -> None:
         config = self._config
         if config is None:
@@ -156,28 +170,36 @@ class BrowserManual:
 
     def _browser_spec(self, spec: OperatorSpec) -> OperatorSpec:
         if spec.players is not None:  # a game: the driver renders the board
-            humans = [player for player, entry in spec.players.items() if entry.type == "human"]
-            if humans:
-                raise CommandError(f"operator {spec.id!r}: a human player of a game ("
-                                   f"{', '.join(humans)}) cannot play in the browser yet; "
-                                   "run this file with mosaic manual in a terminal")
-            return spec
+            players = {
+                player: entry.model_copy(update={"settings": {
+                    **entry.settings, "tty": self._terminal(f"{spec.id}.{player}")}})
+                if entry.type == "human" else entry
+                for player, entry in spec.players.items()}
+            return spec.model_copy(update={"players": players})
         settings = dict(spec.settings)
         settings.setdefault("render_every", 1)
         if spec.type == "human":
-            master, slave = os.openpty()
-            tty.setraw(slave)
-            os.set_blocking(master, False)
-            self._ptys[spec.id] = (master, slave)
-            settings["tty"] = os.ttyname(slave)
+            settings["tty"] = self._terminal(spec.id)
             self._actions[spec.id] = _action_choices(spec)
         return spec.model_copy(update={"settings": settings})
 
+    def _terminal(self, worker_id: str) -> str:
+        """A pseudo-terminal for the human worker ``worker_id``; its path."""
+        master, slave = os.openpty()
+        tty.setraw(slave)
+        os.set_blocking(master, False)
+        self._ptys[worker_id] = (master, slave)
+        return os.ttyname(slave)
+
     def _step(self, rounds: int) -> None:
         session = self._require()
-        machines = [op for op in self._ids() if op not in self._actions]
+
+        def machines() -> list[str]:  # a game waiting for a person is left to the page
+            return [op for op in self._ids() if op not in self._actions and op not in self._turns]
+
         self._busy = {v.operator_id for v in session.views()
-                      if v.operator_id in machines and not v.episode_over and v.failure is None}
+                      if v.operator_id in machines() and not v.episode_over
+                      and v.failure is None}
         self._bump()
         pacing = self._config.step_pacing if self._config is not None and rounds > 1 else 0.0
         session.step_n(rounds, pacing=pacing, on_round=self._refresh, operators=machines)
@@ -189,6 +211,7 @@ class BrowserManual:
             seed = self._config.seed_for_episode(self._next_episode)
             self._next_episode += 1
         self._busy = set(self._ids())
+        self._moved = {}  # moves typed for the episode that ends
         self._bump()
         session.reset_all(seed)
         self._done()
@@ -197,11 +220,39 @@ class BrowserManual:
         session = self._require()
         if not session.playing([operator_id]):
             raise CommandError(f"{operator_id!r} has no episode running: Reset All first")
-        os.write(self._ptys[operator_id][0], f"{action}\n".encode())
+        self._type(operator_id, action)
         self._busy = {operator_id}
         self._bump()
         session.step_all([operator_id])
         self._done()
+
+    def _play(self, operator_id: str, player: str, move: str) -> None:
+        session = self._require()
+        choices = self._turns.get(operator_id, {}).get(player)
+        if choices is None:
+            raise CommandError(f"game {operator_id!r} does not wait for a move of {player!r}")
+        moved = self._moved.setdefault(operator_id, {})
+        if player in moved:
+            raise CommandError(f"{player} has moved; game {operator_id!r} waits for "
+                               + ", ".join(p for p in self._turns[operator_id] if p not in moved))
+        choice = parse_move(move, choices)
+        if choice is None:
+            raise CommandError(f"{move.strip()!r} is not a legal move of {player} now; legal: "
+                               + ", ".join(c.name for c in choices))
+        moved[player] = choice.action
+        if not set(self._turns[operator_id]) <= set(moved):  # a parallel game: the others next
+            self._done()
+            return
+        for waiting, action in self._moved.pop(operator_id).items():
+            self._type(f"{operator_id}.{waiting}", action)
+        self._busy = {operator_id}
+        self._bump()
+        session.step_all([operator_id])
+        self._done()
+
+    def _type(self, worker_id: str, action: int) -> None:
+        """Type ``action`` at the human worker ``worker_id``'s terminal."""
+        os.write(self._ptys[worker_id][0], f"{action}\n".encode())
 
     def _serve(self) -> None:
         while True:
@@ -227,6 +278,7 @@ class BrowserManual:
                         os.close(fd)
             self._ptys.clear()
             self._actions.clear()
+            self._turns, self._moved = {}, {}
             self._views = []
 
     def _require(self) -> ManualSession:
@@ -243,6 +295,9 @@ class BrowserManual:
         if self._session is not None:
             self._views = self._session.views()
             self._shared = (self._session.seed, self._session.episode_index)
+            self._turns = self._session.human_turns()
+            self._moved = {game: moved for game, moved in self._moved.items()
+                           if game in self._turns}
         self._drain()
         self._bump()
 
@@ -273,6 +328,13 @@ class BrowserManual:
             data = asdict(view)
             data["status"] = self._status(view)
             data["actions"] = self._actions.get(view.operator_id)
+            turns = self._turns.get(view.operator_id, {})
+            moved = self._moved.get(view.operator_id, {})
+            for player in data["players"] or ():
+                choices = turns.get(player["player"])
+                player["moves"] = ([[c.action, c.name] for c in choices]
+                                   if choices is not None and player["player"] not in moved
+                                   else None)
             operators.append(data)
         return {
             "file": self.path.name,
@@ -294,7 +356,7 @@ class BrowserManual:
             return "stopped"
         if view.episode_over:
             return "episode over"
-        if view.operator_id in self._actions:
+        if view.operator_id in self._actions or view.operator_id in self._turns:
             return "your move"
         return "ready"
 

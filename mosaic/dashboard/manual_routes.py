@@ -113,8 +113,14 @@ async def command(request: Request) -> Response:
             if not isinstance(operator, str) or action is None:
                 raise BadRequest("act needs operator (an id) and action (an integer)")
             await run_in_threadpool(session.act, operator, action)
+        elif name == "play":
+            fields = [data.get(key) for key in ("operator", "player", "move")]
+            texts = [value for value in fields if isinstance(value, str)]
+            if len(texts) != len(fields):
+                raise BadRequest("play needs operator (a game's id), player and move (text)")
+            await run_in_threadpool(session.play, *texts)
         else:
-            raise BadRequest(f"unknown command {name!r}: open, close, step, reset or act")
+            raise BadRequest(f"unknown command {name!r}: open, close, step, reset, act or play")
     except (CommandError, ConfigError) as error:
         return JSONResponse({"error": str(error), **session.snapshot()}, status_code=409)
     return JSONResponse(session.snapshot())

@@ -13,10 +13,10 @@ import chess
 import pytest
 
 from mosaic.messages.codec import unpack
+from mosaic.operators.chess_position import legal_moves
 from tests.e2e.cli import REPO, query, run_mosaic, write_experiment
 from tests.operators.chess_prompts import LastMoveModel, first_move
 from tests.operators.llm_server import LLMTestServer
-from workers._chess_position import legal_moves
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

@@ -17,11 +17,15 @@ from pettingzoo.classic import chess_v6
 
 from mosaic.core.errors import ConfigError, MosaicError
 from mosaic.operators.api.config import OperatorConfig
+from mosaic.operators.chess_position import (
+    ChessObservationError,
+    board_from_observation,
+    legal_moves,
+)
 from mosaic.operators.driver.handle import OperatorProcessHandle
 from mosaic.operators.driver.launcher import OperatorLauncher
 from mosaic.operators.evaluation.schema import parse_evaluation
 from tests.e2e.cli import run_mosaic
-from workers._chess_position import ChessObservationError, board_from_observation, legal_moves
 from workers.chess_worker import parse_move
 
 from . import worker

@@ -389,6 +389,39 @@ def test_human_worker_reprompts_on_invalid_input(terminal: Callable) -> None:
     assert text.count("choose action>") == 5
 
 
+def test_human_worker_plays_chess_in_san_or_uci(terminal: Callable) -> None:
+    from pettingzoo.classic import chess_v6
+
+    from mosaic.operators.chess_position import board_from_observation, legal_moves
+    from workers.human_worker import HumanPolicy
+
+    env = chess_v6.env()
+    env.reset(seed=0)
+    try:
+        start = env.observe("player_0")
+        env.step(next(a for a, m in legal_moves(board_from_observation(start)).items()
+                      if m.uci() == "e2e4"))
+        observation = env.observe("player_1")
+    finally:
+        env.close()
+    legal = [int(a) for a in np.flatnonzero(observation["action_mask"])]
+    moves = legal_moves(board_from_observation(observation), legal)
+    term = terminal(["Ke2", "e4", "e7e5"])
+    policy = HumanPolicy(term.path)
+    try:
+        policy.init_agent("player_1", "pettingzoo", "pettingzoo:classic.chess_v6", {})
+        action = policy.select_action(observation, legal)
+        assert moves[action].uci() == "e7e5" and policy.reply_fields() == {"move": "e7e5"}
+        term.answers[:] = ["nc6"]  # SAN's names are read ignoring case when only one matches
+        assert moves[policy.select_action(observation, legal)].uci() == "b8c6"
+    finally:
+        policy.close()
+    text = term.text()
+    assert "FEN rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq" in text
+    assert "legal moves: " in text and " Nc6 " in text and " e5 " in text
+    assert "invalid choice 'Ke2'" in text and "invalid choice 'e4'" in text
+
+
 def test_human_worker_without_a_terminal_exits_2(start: Callable, tmp_path: Path) -> None:
     handle = start(worker("human_worker", "--tty", str(tmp_path / "no-such-tty")))
     with pytest.raises(WorkerCrashed) as caught:

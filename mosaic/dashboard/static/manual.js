@@ -36,7 +36,10 @@ function render(snap) {
       ["reward", op.last_reward ?? "–"], ["return", op.episode_return]];
     for (const [k, v] of rows) { facts.appendChild(el("span", {}, k)); facts.appendChild(el("strong", {class: k.replace(/ /g, "-")}, String(v))); }
     panel.appendChild(facts);
-    if (op.players) panel.appendChild(playersTable(op.players));
+    if (op.players) {
+      panel.appendChild(playersTable(op.players));
+      for (const pl of op.players) if (pl.moves && op.status !== "failed") panel.appendChild(moveForm(op, pl));
+    }
     if (op.failure) panel.appendChild(el("div", {class: "failure"}, op.failure));
     if (op.actions && op.status !== "failed") {
       const buttons = el("div", {class: "actions"});
@@ -67,6 +70,35 @@ function playersTable(players) {
     table.appendChild(row);
   }
   return table;
+}
+
+// A human player's move: a field (a legal move's name, UCI in chess, or an index) and, when
+// there are few enough, a button per legal move.
+const MOVE_BUTTONS = 48;
+function moveForm(op, pl) {
+  const form = el("form", {class: "move", "data-player": pl.player});
+  const list = `moves-${op.operator_id}-${pl.player}`;
+  form.appendChild(el("label", {for: list + "-field"}, `${pl.display_name} to move`));
+  const field = el("input", {id: list + "-field", name: "move", list, autocomplete: "off", placeholder: `e.g. ${pl.moves[0][1]}`});
+  const names = el("datalist", {id: list});
+  for (const [, name] of pl.moves) names.appendChild(el("option", {value: name}));
+  form.appendChild(field);
+  form.appendChild(names);
+  form.appendChild(el("button", {type: "submit"}, "Play"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    send("play", {operator: op.operator_id, player: pl.player, move: field.value});
+  });
+  if (pl.moves.length <= MOVE_BUTTONS) {
+    const buttons = el("div", {class: "actions"});
+    for (const [, name] of pl.moves) {
+      const b = el("button", {type: "button", "data-move": name}, name);
+      b.addEventListener("click", () => send("play", {operator: op.operator_id, player: pl.player, move: name}));
+      buttons.appendChild(b);
+    }
+    form.appendChild(buttons);
+  }
+  return form;
 }
 
 async function send(command, body) {

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mosaic.core.config_problems import Loc, Problem
 
-__all__ = ["LLM_WORKERS", "WORKER_EXTRAS", "llm_worker_for", "llm_worker_problems"]
+__all__ = ["LLM_WORKERS", "WORKER_EXTRAS", "is_chess", "llm_worker_for", "llm_worker_problems"]
 
 #: The worker module of each ``settings.worker`` of an ``llm`` operator.
 LLM_WORKERS: Mapping[str, str] = {
@@ -66,12 +66,21 @@ def llm_worker_for(requested: str | None, *games: str | None) -> str:
             raise ValueError(f"unknown LLM worker {requested!r}; expected auto or one of "
                              f"{', '.join(LLM_WORKERS)}")
         return str(requested)
-    game = next((g.strip() for g in games if g and g.strip()), "")
+    game = _first(games)
     if _CHESS.search(game):
         return "chess"
     if _MINIGRID.search(game):
         return "balrog"
     return "llm"
+
+
+def is_chess(*games: str | None) -> bool:
+    """True when the first of ``games`` given names PettingZoo's chess (``chess_v6``)."""
+    return bool(_CHESS.search(_first(games)))
+
+
+def _first(games: tuple[str | None, ...]) -> str:
+    return next((g.strip() for g in games if g and g.strip()), "")
 
 
 def llm_worker_problems(settings: Mapping[str, Any], at: Loc, *games: str | None

@@ -41,12 +41,14 @@ from gymnasium import spaces
 from mosaic.core.errors import MosaicError, WorkerCrashed, WorkerError
 from mosaic.environments.factory import make_environment
 from mosaic.operators import protocol as p
+from mosaic.operators.api.llm_routing import is_chess
 from mosaic.operators.api.operator import NamedOperator, StepSnapshot
 from mosaic.operators.api.services import ActorService, PolicyMappingService
 from mosaic.operators.evaluation._lanes import Lane
 from mosaic.operators.evaluation._results import EpisodeResult, OperatorResult, fallback_share
 from mosaic.operators.llm_accounting import FallbackTally, account_of, bdi_account_of
-from mosaic.operators.worker.runtime import noop_action
+from mosaic.operators.moves import MoveChoice, move_choices
+from mosaic.operators.worker.runtime import discrete_actions, noop_action
 from mosaic.runtime.processes.child import describe_exit
 
 if TYPE_CHECKING:
@@ -351,8 +353,7 @@ class GameLane(Lane):
         what goes wrong next."""
         state = self.player_state.get(player)
         self._culprit = state.actor_id if state is not None else None
-        mask = outcome.legal_actions.get(player)
-        return [int(i) for i in np.flatnonzero(np.asarray(mask))] if mask is not None else None
+        return _legal_actions(outcome, player)
 
     def _taken(self, player: str, action: Any, legal: list[int] | None) -> Any:
         """``player``'s ``action`` as the game takes it: None is the no-op; anything outside
@@ -467,6 +468,25 @@ class GameLane(Lane):
                         self.operator_id, exc_info=True)
             self._render_mode = None
 
+    def human_turns(self) -> dict[str, list[MoveChoice]]:
+        """The legal moves of each human player the game waits for now, named as a person
+        types them (:func:`~mosaic.operators.moves.move_choices`: SAN in chess); empty when
+        it waits for no human, or is not in an episode."""
+        outcome = self._outcome
+        if outcome is None or self._env is None or not self.alive or not self.in_episode:
+            return {}
+        turns: dict[str, list[MoveChoice]] = {}
+        for player in outcome.acting:
+            if self.player_state[player].kind != "human":
+                continue
+            legal = _legal_actions(outcome, player)
+            if legal is None:
+                legal = discrete_actions(self._env.slots[player][1]) or []
+            names = self.config.worker_assignments[player].settings.get("action_names") or ()
+            turns[player] = move_choices(outcome.observations[player], legal,
+                                         chess=is_chess(self.config.task), action_names=names)
+        return turns
+
     def views(self) -> tuple[PlayerView, ...]:
         """What a screen shows of each player, in the game's order."""
         acting = (set(self._outcome.acting) if self._outcome is not None and self.in_episode
@@ -478,6 +498,12 @@ class GameLane(Lane):
                        episode_return=state.episode_return, actions=state.actions,
                        fallbacks=fallback_share(state.result))
             for player, state in self.player_state.items())
+
+
+def _legal_actions(outcome: Outcome, player: str) -> list[int] | None:
+    """The legal actions of ``player`` in ``outcome`` from its mask (None: no mask, all)."""
+    mask = outcome.legal_actions.get(player)
+    return [int(i) for i in np.flatnonzero(np.asarray(mask))] if mask is not None else None
 
 
 @dataclass(frozen=True)

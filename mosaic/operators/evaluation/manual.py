@@ -49,6 +49,7 @@ from mosaic.operators.evaluation._telemetry import Telemetry, resolve_telemetry_
 from mosaic.operators.evaluation.schema import EvaluationConfig, TimeoutsSpec, load_evaluation
 from mosaic.operators.evaluation.script import operator_config_for
 from mosaic.operators.llm_accounting import DEFAULT_MAX_FALLBACK_FRACTION
+from mosaic.operators.moves import MoveChoice
 
 __all__ = ["ManualSession", "OperatorView", "PlayerView", "run_manual", "run_manual_file"]
 
@@ -205,23 +206,27 @@ class ManualSession:
 
     def step_n(
         self, n: int, *, pacing: float = 0.0, on_round: Callable[[], None] | None = None,
-        operators: Collection[str] | None = None,
+        operators: Collection[str] | Callable[[], Collection[str]] | None = None,
     ) -> int:
-        """Up to ``n`` Step All rounds (of ``operators`` only, if given), ending early when
-        none of them is in an episode; returns the rounds.
+        """Up to ``n`` Step All rounds (of ``operators`` only, if given: ids, or a callable
+        asked before each round), ending early when none of them is in an episode; returns
+        the rounds.
 
         ``on_round()`` (if given) is called after each round and ``pacing`` seconds pass between
         rounds.
         """
+        def chosen() -> Collection[str] | None:
+            return operators() if callable(operators) else operators
+
         rounds = 0
         for _ in range(max(0, n)):
-            if not self.playing(operators):
+            if not self.playing(chosen()):
                 break
-            self.step_all(operators)
+            self.step_all(chosen())
             rounds += 1
             if on_round is not None:
                 on_round()
-            if pacing > 0 and self.playing(operators) and rounds < n:
+            if pacing > 0 and self.playing(chosen()) and rounds < n:
                 time.sleep(pacing)
         self._telemetry.flush()
         return rounds
@@ -237,6 +242,15 @@ class ManualSession:
         """True while some live operator (of ``operators``, if given) is in its episode."""
         return any(lane.alive and lane.in_episode for lane in self._lanes
                    if operators is None or lane.operator_id in operators)
+
+    def human_turns(self) -> dict[str, dict[str, list[MoveChoice]]]:
+        """Each game waiting for human players now: its id -> each such player's legal moves,
+        named as a person types them (:meth:`GameLane.human_turns`)."""
+        turns = {}
+        for lane in self._lanes:
+            if isinstance(lane, GameLane) and (waiting := lane.human_turns()):
+                turns[lane.operator_id] = waiting
+        return turns
 
     @property
     def failed(self) -> bool:
