@@ -197,6 +197,13 @@ class BrowserManual:
         def machines() -> list[str]:  # a game waiting for a person is left to the page
             return [op for op in self._ids() if op not in self._actions and op not in self._turns]
 
+        if not session.playing(machines()):
+            waiting = [op for op in self._ids() if op in self._turns
+                       or (op in self._actions and session.playing([op]))]
+            raise CommandError(f"nothing to step: {', '.join(waiting)} "
+                               f"{'waits' if len(waiting) == 1 else 'wait'} for your move"
+                               if waiting else "nothing to step: every episode is over; "
+                                               "Reset All starts the next")
         self._busy = {v.operator_id for v in session.views()
                       if v.operator_id in machines() and not v.episode_over
                       and v.failure is None}

@@ -68,6 +68,10 @@ def test_a_person_plays_white_against_an_llm_in_the_browser(
             buttons = _move_buttons(browser)
             assert len(buttons) == 20 and {"e4", "Nf3", "Nh3"} <= set(buttons)
 
+            browser.find_element(By.ID, "step").click()  # the game waits for you alone
+            wait_for("Step All to say so", lambda: browser.find_element(By.ID, "message").text
+                     == "nothing to step: duel waits for your move", 30)
+
             _type_move(browser, "e5")  # not a legal move: refused, nothing moves
             wait_for("the refusal", lambda: "'e5' is not a legal move of player_0" in
                      browser.find_element(By.ID, "message").text, 30)
@@ -142,8 +146,9 @@ def test_a_parallel_game_steps_once_every_person_it_waits_for_has_moved(
     choices = [[0, "rock"], [1, "paper"], [2, "scissors"]]
     assert _moves(game) == {"player_0": choices, "player_1": choices}
 
-    two_people.step_all(3)  # nobody but people plays: Step All leaves the game alone
-    assert _game(two_people)["steps"] == 0
+    with pytest.raises(CommandError, match="nothing to step: rps waits for your move"):
+        two_people.step_all(3)  # nobody but people plays: Step All leaves the game alone
+    assert two_people.snapshot()["operators"][0]["steps"] == 0
 
     two_people.play("rps", "player_0", "paper")
     game = _game(two_people)

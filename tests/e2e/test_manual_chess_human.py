@@ -5,6 +5,7 @@ illegal move is asked again, and the telemetry names each player's move."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -38,10 +39,8 @@ class Console:
             left = deadline - time.monotonic()
             assert left > 0, f"no {text!r} in 60 s; the terminal shows:\n{self.text()[-2000:]}"
             if select.select([self.master], [], [], min(left, 0.2))[0]:
-                try:
+                with contextlib.suppress(OSError):  # the command ended, its terminal gone
                     self.seen += os.read(self.master, 65536)
-                except OSError:  # the command ended and its terminal went away
-                    pass
         return found + len(wanted)
 
     def type(self, line: str) -> None:
