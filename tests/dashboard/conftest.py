@@ -5,11 +5,12 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from selenium.webdriver.common.by import By
 
 from mosaic.core.errors import StoreError
 from mosaic.dashboard import BackgroundServer, Dashboard
@@ -59,6 +60,24 @@ def served(store: Path | None, manual: tuple[Path, ...] = (), token: str | None 
     opened = open_store(store) if store is not None else None
     with BackgroundServer(Dashboard(opened, manual, token, poll_interval=0.2)) as server:
         yield server
+
+
+@contextlib.contextmanager
+def opened_in_manual_mode(browser: Any, example: Path, tmp_path: Path,
+                          urls: Mapping[str, str]) -> Iterator[None]:
+    """The evaluation file ``example``, each of its model ``urls`` replaced by its value and
+    its telemetry under ``tmp_path``, served in Manual mode and opened in ``browser``."""
+    text = example.read_text().replace("telemetry: mosaic-telemetry/",
+                                       f"telemetry: {tmp_path}/t/")
+    for url, served_at in urls.items():
+        assert url in text, url
+        text = text.replace(url, served_at)
+    path = tmp_path / example.name
+    path.write_text(text)
+    with served(None, (path,)) as server:
+        browser.get(server.url + "/manual/0")
+        browser.find_element(By.ID, "open").click()
+        yield
 
 
 @pytest.fixture

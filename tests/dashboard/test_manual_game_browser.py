@@ -10,7 +10,7 @@ from typing import Any
 from selenium.webdriver.common.by import By
 
 from tests.dashboard.browser import screenshot, wait_for
-from tests.dashboard.conftest import REPO, served
+from tests.dashboard.conftest import REPO, opened_in_manual_mode
 from tests.operators.chess_prompts import first_move
 from tests.operators.llm_server import LLMTestServer
 
@@ -39,14 +39,9 @@ def test_two_llms_play_chess_in_the_browser_step_all_and_reset_all(
         browser: Any, tmp_path: Path, process_tag: str) -> None:
     with LLMTestServer(responder=first_move) as white, \
             LLMTestServer(responder=first_move) as black:
-        path = tmp_path / "chess.yml"
-        path.write_text(EXAMPLE.read_text()
-                        .replace("http://127.0.0.1:8000/v1", white.base_url)
-                        .replace("http://127.0.0.1:8001/v1", black.base_url)
-                        .replace("telemetry: mosaic-telemetry/", f"telemetry: {tmp_path}/t/"))
-        with served(None, (path,)) as server:
-            browser.get(server.url + "/manual/0")
-            browser.find_element(By.ID, "open").click()
+        with opened_in_manual_mode(browser, EXAMPLE, tmp_path, {
+                "http://127.0.0.1:8000/v1": white.base_url,
+                "http://127.0.0.1:8001/v1": black.base_url}):
             wait_for("the game's panel, ready", lambda: _status(browser) == "ready", 60)
             assert "episode 0, shared seed 7" in browser.find_element(By.ID, "shared").text
             assert _fact(browser, "type") == "game"

@@ -17,7 +17,7 @@ from selenium.webdriver.common.keys import Keys
 
 from mosaic.dashboard.manual import BrowserManual, CommandError
 from tests.dashboard.browser import screenshot, wait_for
-from tests.dashboard.conftest import REPO, served
+from tests.dashboard.conftest import REPO, opened_in_manual_mode
 from tests.operators.chess_prompts import first_move
 from tests.operators.llm_server import LLMTestServer
 
@@ -55,13 +55,8 @@ def test_a_person_plays_white_against_an_llm_in_the_browser(
     after_e4.push_san("e4")
     black_reply = next(iter(after_e4.legal_moves))  # the fake model plays the first one shown
     with LLMTestServer(responder=first_move) as black:
-        path = tmp_path / "chess.yml"
-        path.write_text(EXAMPLE.read_text()
-                        .replace("http://127.0.0.1:8001/v1", black.base_url)
-                        .replace("telemetry: mosaic-telemetry/", f"telemetry: {tmp_path}/t/"))
-        with served(None, (path,)) as server:
-            browser.get(server.url + "/manual/0")
-            browser.find_element(By.ID, "open").click()
+        with opened_in_manual_mode(browser, EXAMPLE, tmp_path,
+                                   {"http://127.0.0.1:8001/v1": black.base_url}):
             wait_for("White's move to be asked", lambda: _status(browser) == "your move", 60)
             assert _cell(browser, "player_0", "turn") == "▶"
             assert _cell(browser, "player_0", "type") == "human"
