@@ -31,8 +31,9 @@ episodes, which pay for the exploration noise's pushes: stricter than the greedy
 A comparison runs two examples on the same seeds for the same env steps (their train phases
 only, as the files give them) and prints, per seed, the mean return of each one's last
 :data:`COMPARED_EPISODES` training episodes (with its standard error, and that of their
-difference) and over all of them; its bar is the first above the second on the last episodes,
-for every seed run:
+difference) and over all of them, and the two learning curves' difference (the mean of the last
+episodes ended by every 10k env steps, and at which of those points the first was higher on
+every seed); its bar is the first above the second on the last episodes, for every seed run:
 
 | task | examples | budget | bar |
 | --- | --- | --- | --- |
@@ -186,13 +187,30 @@ COMPARISONS = {
 }
 #: The training episodes at the end whose mean return a comparison compares.
 COMPARED_EPISODES = 100
+#: A comparison also prints the learning curves side by side: the mean return of the last
+#: COMPARED_EPISODES training episodes ended by each multiple of this many env steps.
+CURVE_EVERY = 10_000
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One run of a comparison: the mean return of its last :data:`COMPARED_EPISODES`
+    training episodes, its standard error, the mean over all of them, the env steps, wall and
+    CPU seconds, and the curve (env steps -> the last-episodes mean by then)."""
+
+    last: float
+    error: float
+    whole: float
+    steps: int
+    wall: float
+    cpu: float
+    curve: dict[int, float]
 
 
 def run_compared(example: str, episodes: int, seed: int, folder: Path,
-                 budget: str | None = None) -> tuple[float, float, float, int, float, float]:
-    """(mean return of the last :data:`COMPARED_EPISODES` training episodes, its standard
-    error, the mean over all of them, env steps, wall seconds, CPU seconds) of ``example``'s
-    train phase of ``episodes`` (ended by the condition ``budget`` too, if given)."""
+                 budget: str | None = None) -> Compared:
+    """The figures of ``example``'s train phase of ``episodes`` (ended by the condition
+    ``budget`` too, if given)."""
     start = cpu_seconds()
     train: dict[str, Any] = {"name": "train", "mode": "train", "episodes": episodes}
     if budget is not None:
@@ -204,11 +222,16 @@ def run_compared(example: str, episodes: int, seed: int, folder: Path,
     if run.status != "finished":
         raise SystemExit(f"{example}, seed {seed}: the run {run.status}: {run.error}")
     frame = results.episodes()
-    returns = frame[~frame["evaluation"]]["total_return"].to_numpy()
+    training = frame[~frame["evaluation"]]
+    returns = training["total_return"].to_numpy()
+    ended_by = training["run_steps"].to_numpy()
     last = returns[-COMPARED_EPISODES:]
     error = float(last.std(ddof=1) / last.shape[0] ** 0.5) if last.shape[0] > 1 else 0.0
-    return (float(last.mean()), error, float(returns.mean()), run.steps, run.wall_time,
-            cpu_seconds() - start)
+    curve = {at: float(returns[ended_by <= at][-COMPARED_EPISODES:].mean())
+             for at in range(CURVE_EVERY, int(ended_by[-1]) + 1, CURVE_EVERY)
+             if (ended_by <= at).sum() >= COMPARED_EPISODES}
+    return Compared(float(last.mean()), error, float(returns.mean()), run.steps,
+                    run.wall_time, cpu_seconds() - start, curve)
 
 
 def compare(name: str, seeds: list[int]) -> bool:
@@ -220,25 +243,36 @@ def compare(name: str, seeds: list[int]) -> bool:
           f"{length} each; mean return of the last {COMPARED_EPISODES} training episodes "
           "(and of all)", flush=True)
     higher = 0
+    ahead: dict[int, int] = {}  # env steps -> the seeds on which the example was higher by then
     for seed in seeds:
-        measured, errors = [], []
+        runs = []
         for example in (comparison.example, comparison.baseline):
             with tempfile.TemporaryDirectory() as tmp:
-                last, error, whole, steps, wall, cpu = run_compared(
-                    example, comparison.episodes, seed, Path(tmp), comparison.budget)
-            measured.append(last)
-            errors.append(error)
-            print(f"  seed {seed}: {example:28s} last-{COMPARED_EPISODES} mean {last:7.2f} "
-                  f"(+-{error:4.2f})  all {whole:7.2f}  {steps:6d} env steps  {wall:5.1f} s "
-                  f"wall  {cpu:5.1f} s CPU", flush=True)
-        higher += measured[0] > measured[1]
+                one = run_compared(example, comparison.episodes, seed, Path(tmp),
+                                   comparison.budget)
+            runs.append(one)
+            print(f"  seed {seed}: {example:28s} last-{COMPARED_EPISODES} mean {one.last:7.2f} "
+                  f"(+-{one.error:4.2f})  all {one.whole:7.2f}  {one.steps:6d} env steps  "
+                  f"{one.wall:5.1f} s wall  {one.cpu:5.1f} s CPU", flush=True)
+        first, second = runs
+        higher += first.last > second.last
         # The standard error of the difference, to tell a gap from the episodes' noise.
-        spread = (errors[0] ** 2 + errors[1] ** 2) ** 0.5
-        print(f"  seed {seed}: {'higher' if measured[0] > measured[1] else 'NOT HIGHER'} "
-              f"({measured[0] - measured[1]:+.2f}, standard error {spread:.2f})", flush=True)
+        spread = (first.error ** 2 + second.error ** 2) ** 0.5
+        print(f"  seed {seed}: {'higher' if first.last > second.last else 'NOT HIGHER'} "
+              f"({first.last - second.last:+.2f}, standard error {spread:.2f})", flush=True)
+        shared = sorted(set(first.curve) & set(second.curve))
+        for at in shared:
+            ahead[at] = ahead.get(at, 0) + (first.curve[at] > second.curve[at])
+        print(f"  seed {seed}: the difference by " + ", ".join(
+            f"{at // 1000}k {first.curve[at] - second.curve[at]:+.2f}" for at in shared)
+            + " env steps", flush=True)
     ok = higher == len(seeds)
     print(f"  {comparison.example} higher on {higher} of {len(seeds)} seeds (needed: all): "
           f"{'ok' if ok else 'MISSED'}", flush=True)
+    print("  higher on every seed by " + (", ".join(
+        f"{at // 1000}k" for at, seeds_ahead in sorted(ahead.items())
+        if seeds_ahead == len(seeds)) or "no point of the curve") + " env steps (the last "
+        f"{COMPARED_EPISODES} training episodes by then)", flush=True)
     return ok
 
 
