@@ -11,7 +11,10 @@ whoever drives it, in one of two ways:
   gathers their replies (the SimulationController): send :meth:`Episodes.request`, receive an
   answer of type :attr:`Episodes.expects`, give it to :meth:`Episodes.accept`;
 * :meth:`Episodes.advance` with a callable that steps the environment, for a driver in the
-  environment's own thread (and the tests).
+  environment's own thread (and the tests);
+* a per-player environment's ``accept`` in two halves,
+  :meth:`~mosaic.stepping.player_episodes.PlayerEpisodes.settle` and ``ask``, for a driver
+  that asks its players only when it steps (Manual and Script mode's games).
 
 Two implementations: :class:`~mosaic.stepping.player_episodes.PlayerEpisodes` for
 per-player environments (PettingZoo AEC and parallel, Gymnasium) and

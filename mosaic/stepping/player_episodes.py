@@ -76,6 +76,10 @@ class PlayerEpisodes(Episodes):
         self.evaluation_round = 0
         self.evaluations_done = 0
         self.finish_after_evaluation = False
+        #: What :meth:`ask` asks the muscles next (the arguments of ``_ask_muscles``; None:
+        #: asked), and how the step it follows ended the episode (None: it did not).
+        self.question: tuple[Any, ...] | None = None
+        self._ended: tuple[bool, bool] | None = None
 
     @property
     def position(self) -> tuple[int, int, int] | None:
@@ -104,10 +108,44 @@ class PlayerEpisodes(Episodes):
     def accept(self, reply: Response) -> None:
         if self.needs_reset:
             self._on_reset(cast(EnvironmentResetResponse, reply))
-        else:
-            self._on_update(cast(EnvironmentUpdateResponse, reply))
+            self.ask()
+            return
+        # The hot path: the muscles asked at once, without keeping the question (settle, ask).
+        self._on_update(cast(EnvironmentUpdateResponse, reply), True)
         if self.ledger.reported:
             self.ledger.stamp_metrics()
+
+    def settle(self, reply: Response) -> None:
+        """The first half of :meth:`accept`: account for the environment's ``reply`` (the
+        digest and rows of the actions it settles), keeping the question for the muscles that
+        :meth:`ask` puts. A driver that asks its players when it steps (Manual mode's game,
+        which waits for a person's move) calls the two apart; :meth:`ask` must come before the
+        next :meth:`request`."""
+        if self.needs_reset:
+            self._on_reset(cast(EnvironmentResetResponse, reply))
+        else:
+            self._on_update(cast(EnvironmentUpdateResponse, reply), False)
+
+    def ask(self) -> None:
+        """The second half of :meth:`accept`: ask the muscles the question the last
+        :meth:`settle` left (their next actions, and the feedback of the actions it settled),
+        then end the episode if that step ended it."""
+        question, self.question = self.question, None
+        if question is None:
+            raise RuntimeError(f"environment {self.uid!r}: nothing to ask (settle first)")
+        self.actions = self._ask_muscles(*question)
+        ended = self._ended
+        if ended is not None:
+            self._ended = None
+            self._end(*ended)
+        if self.ledger.reported:
+            self.ledger.stamp_metrics()
+
+    @property
+    def ending(self) -> bool:
+        """Whether the step :meth:`settle` took last ended the episode: :meth:`ask` gives the
+        muscles their last feedback and ends it."""
+        return self._ended is not None
 
     def _on_reset(self, reset: EnvironmentResetResponse) -> None:
         self.needs_reset = False
@@ -116,13 +154,14 @@ class PlayerEpisodes(Episodes):
         self.outstanding = {}
         self.snapshots = {}
         self.observations = dict(reset.observations)
-        self.actions = self._ask_muscles(0, reset.observations, {}, False, False, reset.acting,
-                                         reset.legal_actions, reset.infos)
+        self.question = (0, reset.observations, {}, False, False, reset.acting,
+                         reset.legal_actions, reset.infos)
 
-    def _on_update(self, update: EnvironmentUpdateResponse) -> None:
+    def _on_update(self, update: EnvironmentUpdateResponse, ask: bool) -> None:
         """One step: rewards to the slots' last actions, the settled actions recorded and fed
-        back, the muscles asked for the next. An evaluation step counts for nothing of the run
-        (progress, digest, steps table) and asks the greedy instances."""
+        back, the muscles asked for the next (``ask``; else the question is kept for
+        :meth:`ask`). An evaluation step counts for nothing of the run (progress, digest, steps
+        table) and asks the greedy instances."""
         evaluation = self.evaluating > 0
         step = self.step
         self.step = step + 1
@@ -148,14 +187,22 @@ class PlayerEpisodes(Episodes):
             feedback = {slot: outstanding.pop(slot)[3] for slot in settled}
         else:
             feedback = self._settle(settled, terminated, truncated, update.infos)
-        self.actions = self._ask_muscles(self.step, update.observations, feedback, terminated,
-                                         truncated, update.acting, update.legal_actions,
-                                         update.infos)
-        if done:
-            if evaluation:
-                self._end_evaluation_episode(terminated, truncated)
-            else:
-                self._end_episode(terminated, truncated)
+        if ask:
+            self.actions = self._ask_muscles(self.step, update.observations, feedback,
+                                             terminated, truncated, update.acting,
+                                             update.legal_actions, update.infos)
+            if done:
+                self._end(terminated, truncated)
+            return
+        self.question = (self.step, update.observations, feedback, terminated, truncated,
+                         update.acting, update.legal_actions, update.infos)
+        self._ended = (terminated, truncated) if done else None
+
+    def _end(self, terminated: bool, truncated: bool) -> None:
+        if self.evaluating:
+            self._end_evaluation_episode(terminated, truncated)
+        else:
+            self._end_episode(terminated, truncated)
 
     def _settle(self, slots: list[str], terminated: bool, truncated: bool,
                 infos: dict[str, Any]) -> dict[str, float]:

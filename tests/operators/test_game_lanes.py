@@ -115,9 +115,45 @@ def test_the_same_file_plays_the_same_games(tmp_path: Path) -> None:
         played.append([line for line in path.read_text().splitlines()
                        if '"kind":"step"' in line or '"kind":"episode"' in line])
     assert played[0] == played[1] and len(played[0]) > 4
+    # Each episode's digest: the same moves from the same seed, the same digest.
+    digests = [json.loads(line)["digest"] for line in played[0] if '"kind":"episode"' in line]
+    assert len(digests) == 2 and digests[0] != digests[1]
+    assert all(len(bytes.fromhex(digest)) == 16 for digest in digests)
     # The two random players draw from their own seeds: not the same stream.
     steps = [json.loads(line) for line in played[0] if '"kind":"step"' in line]
     assert {s["seed"] for s in steps} == {3, 4}
+
+
+def test_each_player_is_told_every_reward_since_its_last_move() -> None:
+    config = parse_evaluation(evaluation(RANDOM, max_steps=9))
+    session = EvaluationSession([operator_config_for(s, config) for s in config.operators],
+                                config.timeouts, 0.5, launcher=None, run_id="game-test")
+    try:
+        session.launch_all()
+        [lane] = session.lanes
+        told: list[tuple[str | None, Any, float, bool]] = []
+        # Each settled move's feedback, as the lane's ActorService hands it to the player's
+        # actor (a worker takes none in agent mode; an in-process operator would).
+        lane.players.notify_step = lambda snapshot: told.append(  # type: ignore[method-assign]
+            (snapshot.agent_id, snapshot.action, snapshot.reward, snapshot.terminated))
+        for seed in (2, 4):
+            told.clear()
+            session.reset_all(0, seed)
+            while lane.in_episode:
+                assert session.step(session.lanes) == 1
+            records = lane.drain()
+            [episode] = [r for r in records if r["kind"] == "episode"]
+            moves = [(r["player"], r["action"]) for r in records if r["kind"] == "step"]
+            # One feedback per move, and a player's feedback sums to its return.
+            assert sorted((p, a) for p, a, _, _ in told) == sorted(moves)
+            for player, summary in episode["players"].items():
+                assert sum(r for p, _, r, _ in told if p == player) == summary["return"]
+            if seed == 2:  # X wins with its 4th move: O's -1 comes with it, to O's last move
+                assert episode["players"]["player_1"]["return"] == 1.0
+                assert told[-2:] == [("player_2", moves[-2][1], -1.0, True),
+                                     ("player_1", moves[-1][1], 1.0, True)]
+    finally:
+        session.close()
 
 
 @pytest.mark.parametrize(("operator", "where", "what"), [

@@ -154,6 +154,30 @@ def test_a_turn_based_players_reward_goes_to_its_last_action() -> None:
     assert ledger.progress.agent_return_sums == {"agent": 0.0}
 
 
+def test_settle_then_ask_is_accept_with_the_muscles_asked_only_when_told() -> None:
+    whole_ledger, whole_book = ledger_and_book()
+    run(players(whole_ledger, Muscles()), Script(game()))
+
+    ledger, book = ledger_and_book()
+    muscles = Muscles()
+    loop = players(ledger, muscles)
+    environment = Script(game())
+    with pytest.raises(RuntimeError, match="nothing to ask"):
+        loop.ask()
+    while not loop.finished:
+        loop.settle(environment(loop.request()))
+        asked = len(muscles.requests)
+        assert loop.ending == (asked == 3)  # the game's third step ends it
+        loop.ask()  # only now: a driver that waits for a person's move asks here
+        assert len(muscles.requests) == asked + 1
+    assert not loop.ending
+    assert ledger.digest.hexdigest() == whole_ledger.digest.hexdigest()
+    assert ledger.chain == whole_ledger.chain != ""
+    assert book.events == whole_book.events
+    assert [r.rewards for r in muscles.requests] == [{}, {}, {"p0": 0.0},
+                                                    {"p0": 1.0, "p1": -1.0}]
+
+
 def test_an_episode_end_links_the_digest_chain_after_handing_over_its_steps() -> None:
     start = hashlib.blake2b(b"a saved run", digest_size=16).hexdigest()
     ledger, book = ledger_and_book(chain=start)

@@ -26,20 +26,43 @@ One lane step is one step of the game: one player's move in a turn-based (AEC) g
 parallel game every acting player's action, all of them asked before any answer is awaited
 (``send_select_action``, then ``gather_actions``), so their workers think side by side.
 Telemetry names the player of each step and keeps returns, actions and LLM fallbacks per player.
+
+The game's episode is kept by the step core an experiment's environment has
+(:class:`~mosaic.stepping.player_episodes.PlayerEpisodes`): its returns, its ``max_steps``, its
+reward rule (each player's feedback, given to its actor's ``notify_step``, is every reward
+since its last action, when it is about to act again or the episode ends: a loser's -1 goes
+to its last move) and its digest (each ``episode`` record's ``digest``: the same seed and the
+same moves give the same one). The lane asks its players when it steps, not as soon as the
+last step is settled (the core's ``settle``, then ``ask``), so a person's move is asked for
+only once Step All is clicked, after it was typed.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from gymnasium import spaces
 
 from mosaic.core.errors import MosaicError, WorkerCrashed, WorkerError
+from mosaic.environments.answers import reset_answer, update_answer
 from mosaic.environments.factory import make_environment
+from mosaic.environments.info import InfoFilter
+from mosaic.messages import (
+    AgentEvaluateRequest,
+    AgentUpdateRequest,
+    AgentUpdateResponse,
+    EnvironmentResetRequest,
+    EnvironmentResetResponse,
+    EnvironmentUpdateRequest,
+    EnvironmentUpdateResponse,
+    Request,
+    Response,
+)
 from mosaic.operators import protocol as p
 from mosaic.operators.api.llm_routing import is_chess
 from mosaic.operators.api.operator import NamedOperator, StepSnapshot
@@ -50,15 +73,25 @@ from mosaic.operators.llm_accounting import FallbackTally, account_of, bdi_accou
 from mosaic.operators.moves import MoveChoice, move_choices
 from mosaic.operators.worker.runtime import discrete_actions, noop_action
 from mosaic.runtime.processes.child import describe_exit
+from mosaic.stepping.episodes import Recording, Schedule
+from mosaic.stepping.ledger import Ledger
+from mosaic.stepping.player_episodes import PlayerEpisodes
+from mosaic.stepping.progress import Progress
+from mosaic.stepping.termination import Termination
 
 if TYPE_CHECKING:
-    from mosaic.environments.adapter import EnvironmentAdapter, Outcome
+    from mosaic.environments.adapter import EnvironmentAdapter
     from mosaic.operators.driver.multi_operator import MultiOperatorService
     from mosaic.operators.evaluation._models import TimeoutsSpec
 
 __all__ = ["GAME_SETTINGS", "GameLane", "PlayerActor", "PlayerView"]
 
 log = logging.getLogger(__name__)
+
+#: Where the game stands for its players: the environment's last answer, or the step core's
+#: question to them (each has the observations, the acting players and their action masks).
+_Turn = (EnvironmentResetResponse | EnvironmentUpdateResponse | AgentUpdateRequest
+         | AgentEvaluateRequest)
 
 #: The keys of a game operator's ``OperatorConfig.settings``: the game's keyword arguments,
 #: the render modes to try in order, and each player's display name.
@@ -167,7 +200,15 @@ class GameLane(Lane):
                                                 assignment.worker_type)
             self.mapping.set_mapping(player, actor_id)
         self._env: EnvironmentAdapter | None = None
-        self._outcome: Outcome | None = None
+        self._info = InfoFilter(self.operator_id)
+        #: The episode under way on the step core (a new one each reset), and the game's last
+        #: answer.
+        self._loop: PlayerEpisodes | None = None
+        self._outcome: EnvironmentResetResponse | EnvironmentUpdateResponse | None = None
+        #: The actions the players chose for the step under way, with their workers' replies.
+        self._chosen: dict[str, tuple[Any, dict[str, Any]]] = {}
+        #: The digest of the episode that ended last (hex).
+        self._digest: str | None = None
         self._culprit: str | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -253,9 +294,8 @@ class GameLane(Lane):
                 self._culprit = actor_id
                 self.players.get_actor(actor_id).reset()
             self._culprit = None
-            if self._env is None:
-                raise RuntimeError("the game is closed")
-            self._outcome = self._env.reset(seed)
+            self._loop = self._episode_loop()
+            self._loop.settle(self._play(self._loop.request()))
         except WorkerError as exc:
             self._fail("reset", exc, self.timeouts.reset)
             return False
@@ -269,47 +309,90 @@ class GameLane(Lane):
     def step(self) -> bool:
         """One step of the game: ask the acting players, apply their actions; False when none
         was taken (the lane failed, or is not in an episode)."""
-        if not self.alive or not self.in_episode or self._outcome is None or self._env is None:
+        loop = self._loop
+        if not self.alive or not self.in_episode or loop is None or self._env is None:
             return False
-        outcome = self._outcome
-        chosen: dict[str, tuple[Any, dict[str, Any]]] = {}
         try:
-            if len(outcome.acting) > 1:
-                chosen = self._ask_together(outcome)
-            else:
-                for player in outcome.acting:
-                    chosen[player] = self._ask(player, outcome)
-            self._culprit = None
-            after = self._env.step({player: action for player, (action, _) in chosen.items()})
-            for player, (action, _) in chosen.items():
-                self._culprit = self.player_state[player].actor_id
-                self.players.set_active_actor(self._culprit)
-                self.players.notify_step(StepSnapshot(
-                    step_index=self.steps, observation=after.observations.get(player),
-                    reward=float(after.rewards.get(player, 0.0)), terminated=after.terminated,
-                    truncated=after.truncated, agent_id=player, action=action,
-                    episode_index=self.episode_index or 0, seed=self.seed))
-            self._culprit = None
+            loop.ask()  # the acting players' actions, after the feedback of the last step
+            request = loop.request()
+            after = cast(EnvironmentUpdateResponse, self._play(request))
+            loop.settle(after)
+            self._record_game_step(after)
+            if loop.ending:
+                loop.ask()  # every player's last feedback; the core ends the episode
         except WorkerError as exc:
             self._fail("step", exc, self.timeouts.step)
             return False
         except Exception as exc:  # the seeds' table: an exception aborts the episode
             self._abort("step", exc)
             return False
-        self._outcome = after
-        self._record_game_step(chosen, after)
         self._render()
-        if after.terminated or after.truncated or not after.acting:
+        if loop.needs_reset:
             self._finish_game(after.terminated, after.truncated or not after.terminated,
-                              "environment")
-        elif self.config.max_steps and self.steps >= self.config.max_steps:
-            self._finish_game(False, True, "max_steps")
+                              "environment" if after.terminated or after.truncated
+                              else "max_steps")
         return True
 
-    def _ask(self, player: str, outcome: Outcome) -> tuple[Any, dict[str, Any]]:
+    def _episode_loop(self) -> PlayerEpisodes:
+        """The step core for one episode of the game: the players are its slots, each played
+        by its actor; it takes the game's ``max_steps``; its digest starts afresh."""
+        ledger = Ledger(0, Progress(), Termination(), "", hand_over=_nothing,
+                        record_episode=self._episode_ended)
+        mapping = {player: state.actor_id for player, state in self.player_state.items()}
+        return PlayerEpisodes(0, self.operator_id, mapping, ledger,
+                              Schedule(0, sys.maxsize, self.config.max_steps or None),
+                              Recording(episodes=True), self._ask_players)
+
+    def _play(self, request: Request) -> Response:
+        """The game's answer to the step core's ``request``: reset on the episode's seed (the
+        session's, not the core's own), or step with the players' actions."""
+        if self._env is None:
+            raise RuntimeError("the game is closed")
+        if isinstance(request, EnvironmentUpdateRequest):
+            self._outcome = update_answer(self._env, request, self._info)
+        else:
+            self._outcome = reset_answer(self._env, EnvironmentResetRequest(self.seed),
+                                         self._info)
+        return self._outcome
+
+    def _ask_players(self, question: AgentUpdateRequest | AgentEvaluateRequest
+                     ) -> tuple[tuple[str, AgentUpdateResponse]]:
+        """The step core's ``ask``: each settled action's feedback to its player's actor
+        (``notify_step``), then the actions of the players who act next, through the policy
+        mapping (none once the game is over)."""
+        self._chosen = {}
+        for player, reward in question.rewards.items():  # the step just taken settled these
+            state = self.player_state[player]
+            self._culprit = state.actor_id
+            self.players.set_active_actor(self._culprit)
+            self.players.notify_step(StepSnapshot(
+                step_index=question.step - 1, observation=question.observations.get(player),
+                reward=float(reward), terminated=question.terminated,
+                truncated=question.truncated, agent_id=player, action=state.last_action,
+                episode_index=self.episode_index or 0, seed=self.seed))
+        if not (question.terminated or question.truncated):
+            if len(question.acting) > 1:
+                self._chosen = self._ask_together(question)
+            else:
+                self._chosen = {player: self._ask(player, question)
+                                for player in question.acting}
+        self._culprit = None
+        return ((self.operator_id,
+                 AgentUpdateResponse({player: action
+                                      for player, (action, _) in self._chosen.items()})),)
+
+    def _episode_ended(self, run_id: int, environment: str, episode: int, steps: int,
+                       total_return: float | None, returns: Mapping[str, float],
+                       terminated: bool, truncated: bool, seed: int | None, copy: int = 0,
+                       evaluation: bool = False, snapshots: Mapping[str, int] | None = None,
+                       chain: str | None = None) -> None:
+        """The step core's episode record: the lane keeps its digest."""
+        self._digest = chain
+
+    def _ask(self, player: str, turn: _Turn) -> tuple[Any, dict[str, Any]]:
         """The action of ``player`` through the policy mapping, and its worker's reply."""
-        legal = self._legal(player, outcome)
-        snapshot = StepSnapshot(step_index=self.steps, observation=outcome.observations[player],
+        legal = self._legal(player, turn)
+        snapshot = StepSnapshot(step_index=self.steps, observation=turn.observations[player],
                                 agent_id=player, legal_actions=legal,
                                 episode_index=self.episode_index or 0, seed=self.seed)
         action = self.mapping.select_action_for(player, snapshot, self.players)  # KeyError
@@ -317,7 +400,7 @@ class GameLane(Lane):
         reply = actor.last_reply if isinstance(actor, PlayerActor) else {}
         return self._taken(player, action, legal), reply
 
-    def _ask_together(self, outcome: Outcome) -> dict[str, tuple[Any, dict[str, Any]]]:
+    def _ask_together(self, turn: _Turn) -> dict[str, tuple[Any, dict[str, Any]]]:
         """The actions of a parallel game's acting players, all asked before any answer is
         awaited (``send_select_action``, then ``gather_actions``): their workers think side by
         side, so one LLM player's wait does not add to the next one's. Each player's actor is
@@ -325,20 +408,20 @@ class GameLane(Lane):
         asked); its answer is taken as :meth:`_ask` takes one."""
         legal: dict[str, list[int] | None] = {}
         actors: dict[str, str] = {}
-        for player in outcome.acting:
-            legal[player] = self._legal(player, outcome)
+        for player in turn.acting:
+            legal[player] = self._legal(player, turn)
             actors[player] = self.mapping.get_actor_id(player)  # KeyError: no actor plays it
             self.players.get_actor(actors[player])  # KeyError: mapped to no registered actor
-        for player in outcome.acting:
+        for player in turn.acting:
             self._culprit = actors[player]
-            self.handle.send_select_action(player, outcome.observations[player], legal[player])
+            self.handle.send_select_action(player, turn.observations[player], legal[player])
         try:
             replies = self.handle.gather_actions(self.timeouts.step)
         except WorkerCrashed as exc:  # the worker that exited: operator <lane>.<player>
             self._culprit = exc.operator_id
             raise
         chosen = {}
-        for player in outcome.acting:
+        for player in turn.acting:
             self._culprit = actors[player]
             reply = self.handle.action_reply(player, replies[player], self.timeouts.step)
             self.players.set_active_actor(actors[player])
@@ -348,12 +431,12 @@ class GameLane(Lane):
             chosen[player] = self._taken(player, reply.get("action"), legal[player]), reply
         return chosen
 
-    def _legal(self, player: str, outcome: Outcome) -> list[int] | None:
-        """The legal actions of ``player`` in ``outcome`` (None: all), and it is the culprit of
+    def _legal(self, player: str, turn: _Turn) -> list[int] | None:
+        """The legal actions of ``player`` in ``turn`` (None: all), and it is the culprit of
         what goes wrong next."""
         state = self.player_state.get(player)
         self._culprit = state.actor_id if state is not None else None
-        return _legal_actions(outcome, player)
+        return _legal_actions(turn, player)
 
     def _taken(self, player: str, action: Any, legal: list[int] | None) -> Any:
         """``player``'s ``action`` as the game takes it: None is the no-op; anything outside
@@ -368,16 +451,18 @@ class GameLane(Lane):
             raise MosaicError(f"it chose {action!r}, which is not in its action space {space}")
         return action
 
-    def _record_game_step(self, chosen: Mapping[str, tuple[Any, dict[str, Any]]],
-                          after: Outcome) -> None:
+    def _record_game_step(self, after: EnvironmentUpdateResponse) -> None:
+        """The step lines of the step just taken, one per player who acted (its own reward
+        in this step, and every player's), and the players' returns so far (the core's)."""
+        loop = cast(PlayerEpisodes, self._loop)
         step_index = self.steps
-        self.steps += 1
-        for player, reward in after.rewards.items():
+        self.steps = loop.step
+        for player, value in loop.returns.items():
             state = self.player_state.get(player)
             if state is not None:
-                state.episode_return += float(reward)
+                state.episode_return = value
         self.episode_reward = sum(s.episode_return for s in self.player_state.values())
-        for player, (action, reply) in chosen.items():
+        for player, (action, reply) in self._chosen.items():
             state = self.player_state[player]
             state.actions += 1
             state.last_action = action
@@ -423,7 +508,8 @@ class GameLane(Lane):
                 truncated, ended_by))
         self._write(self.episode_record(
             "episode", total_reward=self.episode_reward, length=self.steps,
-            terminated=terminated, truncated=truncated, ended_by=ended_by))
+            terminated=terminated, truncated=truncated, ended_by=ended_by,
+            digest=self._digest))
         for state in self.player_state.values():
             for tally in state.result.tallies:
                 if tally.exceeds(self.max_fallback_fraction):
@@ -500,10 +586,14 @@ class GameLane(Lane):
             for player, state in self.player_state.items())
 
 
-def _legal_actions(outcome: Outcome, player: str) -> list[int] | None:
-    """The legal actions of ``player`` in ``outcome`` from its mask (None: no mask, all)."""
-    mask = outcome.legal_actions.get(player)
+def _legal_actions(turn: _Turn, player: str) -> list[int] | None:
+    """The legal actions of ``player`` in ``turn`` from its mask (None: no mask, all)."""
+    mask = turn.legal_actions.get(player)
     return [int(i) for i in np.flatnonzero(np.asarray(mask))] if mask is not None else None
+
+
+def _nothing() -> None:
+    """A game's step core keeps no rows: its hand-over has nowhere to go."""
 
 
 @dataclass(frozen=True)
