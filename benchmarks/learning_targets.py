@@ -386,7 +386,7 @@ def run_task(task: Task, seed: int,
     train = {"name": "train", "mode": "train", "episodes": 10_000_000,
              "termination": {"reward_threshold": task.target, "window": WINDOW,
                              "condition": f"benchmarks.learning_targets:{task.budget}"}}
-    brain = {} if task.brain is None else {"agents.0.brain": task.brain}
+    brain: dict[str, Any] = {} if task.brain is None else {"agents.0.brain": task.brain}
     results = mosaic.run(REPO / "examples" / task.example, seed=seed, progress=False,
                          phases=[train], store={"path": str(folder / f"{seed}.sqlite"),
                                                 "record_steps": "episodes"}, **brain)
