@@ -198,7 +198,9 @@ def role(pid: int, root: int) -> str:
     except OSError:
         return UNSETTLED
     if "mosaic.runtime.processes.zygote" in argv:
-        return "zygote"  # the command's fork server, which starts the component processes
+        # The command's fork server, which starts the component processes. A process it forked
+        # shows the same command line until it names itself: not known yet.
+        return "zygote" if parent(pid) == root else UNSETTLED
     if "mosaic.runtime.process_main" in argv:
         at = argv.index("mosaic.runtime.process_main")
         return " ".join(argv[at + 1:at + 3])
@@ -206,6 +208,16 @@ def role(pid: int, root: int) -> str:
         # A child caught between fork and exec still shows mosaic's own command line.
         return "mosaic experiment-start" if pid == root else UNSETTLED
     return " ".join(Path(a).name if i == 0 else a for i, a in enumerate(argv[:3]) if a)
+
+
+def parent(pid: int) -> int | None:
+    """The parent of ``pid`` (None: gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # "pid (comm) state ppid ...": the name may hold spaces and parentheses.
+    return int(stat.rsplit(")", 1)[1].split()[1])
 
 
 def step_rows(store: Path) -> int:
