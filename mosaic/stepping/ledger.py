@@ -92,6 +92,14 @@ class Ledger:
         #: The episode loops of the run, which a termination condition finishes all at once.
         self.loops: list[_Loop] = []
 
+    @classmethod
+    def in_process(cls, record_episode: EpisodeRecorder) -> Ledger:
+        """The ledger of a loop driven in-process and stored nowhere (the harness, Manual and
+        Script mode's games): no rows to hand over, no termination condition, no chain to
+        continue; ended episodes go to ``record_episode``."""
+        return cls(0, Progress(), Termination(), "", hand_over=_keep_nothing,
+                   record_episode=record_episode)
+
     def link_chain(self) -> str:
         """An episode ended: link the digest chain, and return its new link (hex), which the
         episode's record keeps (a run resumed from this episode's end starts from it)."""
@@ -152,6 +160,10 @@ class Ledger:
                               if (position := loop.position) is not None}
         progress.copy_episodes = {loop.uid: copies for loop in self.loops
                                   if (copies := loop.copy_episodes) is not None}
+
+
+def _keep_nothing() -> None:
+    """The hand-over of a ledger whose rows go nowhere (:meth:`Ledger.in_process`)."""
 
 
 def chained(chain: str) -> hashlib.blake2b:

@@ -186,7 +186,7 @@ class PlayerEpisodes(Episodes):
         if evaluation:
             feedback = {slot: outstanding.pop(slot)[3] for slot in settled}
         else:
-            feedback = self._settle(settled, terminated, truncated, update.infos)
+            feedback = self._close_actions(settled, terminated, truncated, update.infos)
         if ask:
             self.actions = self._ask_muscles(self.step, update.observations, feedback,
                                              terminated, truncated, update.acting,
@@ -204,7 +204,7 @@ class PlayerEpisodes(Episodes):
         else:
             self._end_episode(terminated, truncated)
 
-    def _settle(self, slots: list[str], terminated: bool, truncated: bool,
+    def _close_actions(self, slots: list[str], terminated: bool, truncated: bool,
                 infos: dict[str, Any]) -> dict[str, float]:
         """Close the outstanding actions of ``slots``: record them and return their rewards.
 

@@ -65,8 +65,6 @@ from mosaic.messages.codec import pack, unpack
 from mosaic.stepping.episodes import Recording, Schedule
 from mosaic.stepping.ledger import Ledger
 from mosaic.stepping.player_episodes import PlayerEpisodes
-from mosaic.stepping.progress import Progress
-from mosaic.stepping.termination import Termination
 
 __all__ = ["EpisodeStats", "Harness"]
 
@@ -148,8 +146,7 @@ class Harness:
         self._info = InfoFilter(environment)
         # The step core as a run's first environment: its seeds, its truncation at max_steps,
         # its digest. The harness says when to stop, so the schedule's episodes never end it.
-        self._ledger = Ledger(0, Progress(), Termination(), "", hand_over=_nothing,
-                              record_episode=self._episode_ended)
+        self._ledger = Ledger.in_process(self._episode_ended)
         self._loop = PlayerEpisodes(0, environment, {GYMNASIUM_SLOT: agent}, self._ledger,
                                     Schedule(self.seed, sys.maxsize, max_steps),
                                     Recording(episodes=True), self._ask)
@@ -263,6 +260,3 @@ class Harness:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-def _nothing() -> None:
-    """The harness keeps no rows: the step core's hand-over has nowhere to go."""

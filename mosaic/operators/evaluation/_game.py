@@ -76,8 +76,6 @@ from mosaic.runtime.processes.child import describe_exit
 from mosaic.stepping.episodes import Recording, Schedule
 from mosaic.stepping.ledger import Ledger
 from mosaic.stepping.player_episodes import PlayerEpisodes
-from mosaic.stepping.progress import Progress
-from mosaic.stepping.termination import Termination
 
 if TYPE_CHECKING:
     from mosaic.environments.adapter import EnvironmentAdapter
@@ -336,8 +334,7 @@ class GameLane(Lane):
     def _episode_loop(self) -> PlayerEpisodes:
         """The step core for one episode of the game: the players are its slots, each played
         by its actor; it takes the game's ``max_steps``; its digest starts afresh."""
-        ledger = Ledger(0, Progress(), Termination(), "", hand_over=_nothing,
-                        record_episode=self._episode_ended)
+        ledger = Ledger.in_process(self._episode_ended)
         mapping = {player: state.actor_id for player, state in self.player_state.items()}
         return PlayerEpisodes(0, self.operator_id, mapping, ledger,
                               Schedule(0, sys.maxsize, self.config.max_steps or None),
@@ -590,10 +587,6 @@ def _legal_actions(turn: _Turn, player: str) -> list[int] | None:
     """The legal actions of ``player`` in ``turn`` from its mask (None: no mask, all)."""
     mask = turn.legal_actions.get(player)
     return [int(i) for i in np.flatnonzero(np.asarray(mask))] if mask is not None else None
-
-
-def _nothing() -> None:
-    """A game's step core keeps no rows: its hand-over has nowhere to go."""
 
 
 @dataclass(frozen=True)
