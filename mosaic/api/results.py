@@ -118,6 +118,23 @@ class Results:
         """
         with open_store(self.store_path) as store:
             frame = store.episodes_frame(*(run.uid for run in self.runs))
+        return self._with_sweep_columns(frame)
+
+    def metrics(self, name: str | None = None) -> pandas.DataFrame:
+        """The metrics these runs' brains and muscles reported (a learner's losses, an
+        epsilon), one row per report in the order reported; only metric ``name`` if given.
+
+        The columns of :meth:`mosaic.store.Store.metrics_frame` (``value``, and ``episode``
+        and ``step``: where the run stood when it was reported), with one column per key path
+        of the sweep after ``run``. Raises as :meth:`episodes` does.
+        """
+        with open_store(self.store_path) as store:
+            frame = store.metrics_frame(*(run.uid for run in self.runs), name=name)
+        return self._with_sweep_columns(frame)
+
+    def _with_sweep_columns(self, frame: pandas.DataFrame) -> pandas.DataFrame:
+        """``frame`` (whose ``run`` column holds run uids) with a column per sweep key path
+        after ``run``: that run's value of it."""
         by_uid = {run.uid: run.params for run in self.runs}
         paths = list(dict.fromkeys(path for params in by_uid.values() for path in params))
         for position, path in enumerate(paths, start=1):

@@ -101,6 +101,28 @@ def test_a_bad_override_raises_the_config_error_with_its_key_path(tmp_path):
     assert not (tmp_path / "experiment.sqlite").exists()
 
 
+def test_metrics_come_per_report_with_the_sweeps_columns(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    data = {"uid": "lake", "seed": 1, "max_steps": 5,
+            "environments": [{"uid": "lake", "env": "gymnasium:FrozenLake-v1"}],
+            "agents": [{"uid": "q", "brain": "mosaic.agents.learners:TabularQBrain",
+                        "muscle": "mosaic.agents.learners:TabularQMuscle",
+                        "params": {"epsilon_decay_episodes": 4}}]}
+    results = mosaic.run(data, sweep={"grid": {"episodes": [2, 3]}}, progress=False)
+    assert results.ok
+    frame = results.metrics()
+    assert list(frame.columns[:2]) == ["run", "episodes"]
+    assert {"epsilon", "td_error", "updates"} <= set(frame["name"])
+    epsilon = results.metrics("epsilon")
+    assert set(epsilon["name"]) == {"epsilon"}
+    # One epsilon per training episode (the muscle reports it at each episode's start),
+    # falling from 1.0 over the first four.
+    assert epsilon.groupby("episodes").size().to_dict() == {2: 2, 3: 3}
+    assert list(epsilon[epsilon["episodes"] == 3]["value"]) == sorted(
+        epsilon[epsilon["episodes"] == 3]["value"], reverse=True)
+    assert epsilon["value"].max() == pytest.approx(1.0)
+
+
 def test_episodes_without_pandas_names_the_extra(tmp_path, monkeypatch):
     path = write_experiment(tmp_path, cartpole(episodes=1, max_steps="2"))
     results = mosaic.run(path)
