@@ -160,12 +160,8 @@ def descendants(root: int) -> list[int]:
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry.name}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z":
+        fields = stat_fields(int(entry.name))
+        if fields is not None and fields[0] != "Z":
             children.setdefault(int(fields[1]), []).append(int(entry.name))
     found, queue = [], [root]
     while queue:
@@ -212,12 +208,19 @@ def role(pid: int, root: int) -> str:
 
 def parent(pid: int) -> int | None:
     """The parent of ``pid`` (None: gone)."""
+    fields = stat_fields(pid)
+    return None if fields is None else int(fields[1])
+
+
+def stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command's name (state, ppid, ...); None if
+    ``pid`` is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     # "pid (comm) state ppid ...": the name may hold spaces and parentheses.
-    return int(stat.rsplit(")", 1)[1].split()[1])
+    return stat.rsplit(")", 1)[1].split()
 
 
 def step_rows(store: Path) -> int:

@@ -205,7 +205,7 @@ class PlayerEpisodes(Episodes):
             self._end_episode(terminated, truncated)
 
     def _close_actions(self, slots: list[str], terminated: bool, truncated: bool,
-                infos: dict[str, Any]) -> dict[str, float]:
+                       infos: dict[str, Any]) -> dict[str, float]:
         """Close the outstanding actions of ``slots``: record them and return their rewards.
 
         Each slot gets one feedback per action, with every reward since that action, when it
