@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import gymnasium
-from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, VectorEnv
 from pettingzoo import AECEnv, ParallelEnv
 
 from mosaic.core.errors import MosaicError
@@ -21,6 +21,7 @@ from mosaic.environments.global_state import GLOBAL_STATE_PARAM
 from mosaic.environments.gymnasium_adapter import GymnasiumAdapter
 from mosaic.environments.gymnasium_make import make_gymnasium
 from mosaic.environments.pettingzoo_adapter import AECAdapter, ParallelAdapter
+from mosaic.environments.sync_copies import SyncCopies
 from mosaic.environments.vector import SEEDINGS, VECTOR_MODES, VectorAdapter
 from mosaic.environments.video import RENDER_MODE, EpisodeVideo, VideoError
 from mosaic.messages.run_config import VideoPlan, WrapperPlan
@@ -245,7 +246,7 @@ def _copies(make: Callable[[], gymnasium.Env[Any, Any]], copies: int, vector_mod
     # second concatenation of the observations per step an episode ends in.
     mode = (AutoresetMode.SAME_STEP if once and max_steps is None else AutoresetMode.DISABLED)
     if vector_mode == "sync":
-        return VectorAdapter(SyncVectorEnv([make] * copies, autoreset_mode=mode), max_steps,
+        return VectorAdapter(SyncCopies([make] * copies, autoreset_mode=mode), max_steps,
                              seed_once=once)
     # Spawned, so that a copy's process does not inherit this one's ZeroMQ and actor threads.
     return VectorAdapter(AsyncVectorEnv([_WithoutInterrupts(make)] * copies,
