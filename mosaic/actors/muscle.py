@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import numpy as np
+
 from mosaic.actors.metrics import reported
 from mosaic.actors.slots import slots_from_specs
 from mosaic.actors.snapshots import SnapshotPool
@@ -213,10 +215,10 @@ class MuscleActor(Component):
         batch = Batch(o.observations, o.rewards, o.terminated, o.truncated, o.acted, o.starts,
                       o.final_observations, o.legal_actions, o.info, o.final_info)
         (slot,) = self._slots
-        if o.acted.any():
+        if np.count_nonzero(o.acted):
             for experience in muscle.feedback_batch(slot, batch):
                 self._learn(experience)
-        self._episode_starts(int(o.starts.sum()))
+        self._episode_starts(int(np.count_nonzero(o.starts)))
         actions = muscle.act_batch(slot, batch)
         return AgentBatchResponse(actions, self._reported())
 

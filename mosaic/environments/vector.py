@@ -101,7 +101,7 @@ class VectorAdapter:
         if self._mode == AutoresetMode.SAME_STEP:
             ended = terminated | truncated
             finals, final_info = _NO_FINALS, _NO_FINALS
-            if ended.any():
+            if np.count_nonzero(ended):
                 copies = ended.nonzero()[0].tolist()
                 finals = {c: info["final_obs"][c] for c in copies}
                 last = self._info(info.get("final_info", {}))
@@ -110,7 +110,7 @@ class VectorAdapter:
                                 finals, _mask(info), self._info(info), final_info)
         restarted = self._restarting
         self._restarting = terminated | truncated
-        if not restarted.any():
+        if not np.count_nonzero(restarted):
             return BatchOutcome(observations, rewards, terminated, truncated, self._all,
                                 self._none, _NO_FINALS, _mask(info), self._info(info))
         acted = ~restarted
@@ -126,7 +126,7 @@ class VectorAdapter:
         if self._max_steps is not None:
             truncated = truncated | (steps >= self._max_steps)
         ended = terminated | truncated
-        if not ended.any():
+        if not np.count_nonzero(ended):
             return BatchOutcome(observations, rewards, terminated, truncated, self._all,
                                 self._none, _NO_FINALS, _mask(info), self._info(info))
         copies = ended.nonzero()[0].tolist()

@@ -138,7 +138,7 @@ class CopyEpisodes(Episodes):
         ledger.digest.update(pack((self.uid, self.observations, self.actions, rewards,
                                    terminated, truncated, acted)))
         self.returns += rewards
-        ledger.count_steps(int(acted.sum()))
+        ledger.count_steps(int(np.count_nonzero(acted)))
         if self.record_steps:
             slot, run_id, rows = self.slot, ledger.run_id, ledger.rows
             agent = self.mapping[slot]
