@@ -53,7 +53,7 @@ class VectorAdapter:
         self.env = env
         self.copies = env.num_envs
         self.slots = {GYMNASIUM_SLOT: (env.single_observation_space, env.single_action_space)}
-        self._mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+        self._mode = _autoreset_mode(env)
         if max_steps is not None and self._mode != AutoresetMode.DISABLED:
             raise MosaicError(f"max_steps needs a vector environment whose copies mosaic resets "
                               f"(autoreset mode DISABLED); this one resets them itself "
@@ -160,6 +160,19 @@ class VectorAdapter:
         if not self._closed:
             self._closed = True
             self.env.close()
+
+
+def _autoreset_mode(env: VectorEnv[Any, Any, Any]) -> AutoresetMode:
+    """How ``env`` resets its copies: its own ``autoreset_mode`` where it has one (Gymnasium's
+    Sync- and AsyncVectorEnv), else what its metadata says (Gymnasium's default if nothing).
+
+    Not the metadata first: Gymnasium 1.2's vectors write the mode into their first copy's
+    metadata, which is the environment class's own dict, so every vector of that class in the
+    process reads the mode of the one made last."""
+    mode = getattr(env.unwrapped, "autoreset_mode", None)
+    if isinstance(mode, AutoresetMode):
+        return mode
+    return AutoresetMode(env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
 
 
 def _mask(info: dict[str, Any]) -> Any:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium
 import numpy as np
@@ -41,7 +41,15 @@ class VideoError(MosaicError):
     """An environment cannot be recorded; the message says why."""
 
 
-class EpisodeVideo(RecordVideo[Any, Any]):
+if TYPE_CHECKING:
+    _RecordVideo = RecordVideo[Any, Any]
+else:
+    # Subscripted only for the type checker: RecordVideo's type parameters differ between
+    # Gymnasium releases (1.2 has three, 1.1 and 1.3+ two), and a wrong count fails at import.
+    _RecordVideo = RecordVideo
+
+
+class EpisodeVideo(_RecordVideo):
     """``RecordVideo`` recording the episodes ``plan`` names, numbered as the run numbers them.
 
     Call :meth:`next_episode` before each reset. Raises :class:`VideoError` when ``env`` does

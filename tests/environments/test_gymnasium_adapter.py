@@ -12,6 +12,7 @@ from gymnasium.utils.env_match import check_environments_match
 
 from mosaic.core.errors import MosaicError
 from mosaic.environments import GYMNASIUM_SLOT, GymnasiumAdapter, Outcome, make_environment
+from tests.fixtures.envs import TAXI
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -22,7 +23,7 @@ def gym_adapter(spec: str, params: dict[str, Any] | None = None) -> GymnasiumAda
     return adapter
 
 
-@pytest.mark.parametrize("spec", ["gymnasium:CartPole-v1", "gymnasium:Taxi-v4",
+@pytest.mark.parametrize("spec", ["gymnasium:CartPole-v1", f"gymnasium:{TAXI}",
                                   "gymnasium.envs.classic_control:CartPoleEnv"])
 # CartPole's velocities are unbounded by design; the checker advises against that.
 @pytest.mark.filterwarnings("ignore:.*Box observation space m..imum value is")
@@ -74,7 +75,7 @@ def test_params_reach_gymnasium_make() -> None:
 
 
 def test_masks_in_the_info_become_legal_actions() -> None:
-    adapter = gym_adapter("gymnasium:Taxi-v4")
+    adapter = gym_adapter(f"gymnasium:{TAXI}")
     taxi = adapter.env.unwrapped
     rng = np.random.default_rng(0)
     outcome = adapter.reset(4)

@@ -14,14 +14,11 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import TransformObservation
 
 from mosaic.environments.sync_copies import SyncCopies
+from tests.fixtures.envs import TAXI
 
 pytestmark = pytest.mark.timeout(60)
 
 COPIES = 4
-#: Taxi tells its action mask and transition probability in ``info``; whichever version this
-#: Gymnasium has.
-TAXI = max(key for key in gymnasium.registry if key.startswith("Taxi-v"))
-
 
 def _in_a_dict(env_id: str) -> gymnasium.Env[Any, Any]:
     """An environment whose observations are a Dict (which SyncVectorEnv concatenates per key)."""

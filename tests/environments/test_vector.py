@@ -11,6 +11,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from mosaic.core.errors import MosaicError
 from mosaic.environments.factory import make_any, make_vector_environment
 from mosaic.environments.vector import VectorAdapter
+from tests.fixtures.envs import TAXI
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -75,8 +76,8 @@ def test_copies_seeded_once_reset_inside_the_step_and_give_the_episodes_of_a_mas
                                     max_steps=10**9)
     actions = np.random.default_rng(5).integers(0, 2, size=(300, 4))
     try:
-        assert inside.env.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
-        assert after.env.metadata["autoreset_mode"] == AutoresetMode.DISABLED
+        assert inside.env.unwrapped.autoreset_mode == AutoresetMode.SAME_STEP
+        assert after.env.unwrapped.autoreset_mode == AutoresetMode.DISABLED
         seeds = np.arange(4, dtype=np.uint64)
         np.testing.assert_array_equal(inside.reset(seeds).observations,
                                       after.reset(seeds).observations)
@@ -149,14 +150,30 @@ def test_a_same_step_vector_gives_the_final_observations():
         adapter.close()
 
 
+def test_a_vectors_own_autoreset_mode_counts_over_its_metadata():
+    """Gymnasium 1.2's vectors write their mode into the copies' class-level metadata, so a
+    vector made later overwrites it for all; the adapter goes by the vector's own mode."""
+    env = SyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 2,
+                        autoreset_mode=AutoresetMode.SAME_STEP)
+    env.metadata["autoreset_mode"] = AutoresetMode.DISABLED  # as another vector would leave it
+    adapter = VectorAdapter(env)
+    try:
+        outcome = _run_until_an_end(adapter, 2, np.zeros(2, dtype=np.uint64))
+        # Reset inside the step, so none reset again by the adapter: the final observations
+        # are the vector's, and the copies that started are those that ended.
+        ended = (outcome.terminated | outcome.truncated).nonzero()[0].tolist()
+        assert set(outcome.final_observations) == set(ended) == set(
+            outcome.starts.nonzero()[0].tolist())
+        assert not adapter.reseeds
+    finally:
+        adapter.close()
+
+
 def test_a_step_limit_needs_a_vector_that_mosaic_resets():
     with pytest.raises(MosaicError, match="max_steps needs a vector environment"):
         make_vector_environment("gymnasium:CartPole-v1", {}, 2, vector_mode="native",
                                 max_steps=10)
 
-
-#: Taxi tells its action mask in ``info``; whichever version this Gymnasium has.
-TAXI = max(key for key in gymnasium.registry if key.startswith("Taxi-v"))
 
 
 def test_action_masks_follow_the_copies_through_a_reset():
