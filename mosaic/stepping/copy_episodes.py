@@ -36,7 +36,7 @@ from mosaic.messages import (
     VectorStepRequest,
     VectorStepResponse,
 )
-from mosaic.messages.codec import pack
+from mosaic.messages.templates import TemplatePacker
 from mosaic.stepping.episodes import Episodes, Recording, Schedule, chosen
 from mosaic.stepping.ledger import Ledger
 
@@ -76,6 +76,8 @@ class CopyEpisodes(Episodes):
         self.returns = np.zeros(copies, dtype=np.float64)
         self.seeds = np.zeros(copies, dtype=np.uint64)
         self.next_seeds = np.zeros(copies, dtype=np.uint64)
+        #: ``pack`` of each batch for the digest, from a template (the same bytes, cheaper).
+        self._digest_packer = TemplatePacker()
 
     @property
     def position(self) -> tuple[int, int, int] | None:
@@ -135,8 +137,9 @@ class CopyEpisodes(Episodes):
         rewards, terminated, truncated = outcome.rewards, outcome.terminated, outcome.truncated
         acted, info, final_info = outcome.acted, outcome.info, outcome.final_info
         ledger = self.ledger
-        ledger.digest.update(pack((self.uid, self.observations, self.actions, rewards,
-                                   terminated, truncated, acted)))
+        ledger.digest.update(self._digest_packer.pack((self.uid, self.observations,
+                                                       self.actions, rewards, terminated,
+                                                       truncated, acted)))
         self.returns += rewards
         ledger.count_steps(int(np.count_nonzero(acted)))
         if self.record_steps:
