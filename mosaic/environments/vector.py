@@ -172,7 +172,13 @@ def _autoreset_mode(env: VectorEnv[Any, Any, Any]) -> AutoresetMode:
     mode = getattr(env.unwrapped, "autoreset_mode", None)
     if isinstance(mode, AutoresetMode):
         return mode
-    return AutoresetMode(env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
+    said = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+    try:
+        return AutoresetMode(said)
+    except ValueError:
+        raise MosaicError(f"vector environment {type(env.unwrapped).__name__}: its metadata's "
+                          f"autoreset_mode is {said!r}, not one of Gymnasium's "
+                          f"{', '.join(mode.value for mode in AutoresetMode)}") from None
 
 
 def _mask(info: dict[str, Any]) -> Any:

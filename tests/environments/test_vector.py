@@ -169,6 +169,17 @@ def test_a_vectors_own_autoreset_mode_counts_over_its_metadata():
         adapter.close()
 
 
+def test_a_vector_with_an_unknown_autoreset_mode_is_refused_naming_it():
+    env = gymnasium.make_vec("CartPole-v1", num_envs=2, vectorization_mode="vector_entry_point")
+    try:
+        env.metadata = {**env.metadata, "autoreset_mode": "sometimes"}
+        with pytest.raises(MosaicError, match="autoreset_mode is 'sometimes', not one of "
+                                              "Gymnasium's NextStep, SameStep, Disabled"):
+            VectorAdapter(env)
+    finally:
+        env.close()
+
+
 def test_a_step_limit_needs_a_vector_that_mosaic_resets():
     with pytest.raises(MosaicError, match="max_steps needs a vector environment"):
         make_vector_environment("gymnasium:CartPole-v1", {}, 2, vector_mode="native",
