@@ -12,7 +12,7 @@ worker's copies do). All three are timed in CPU seconds of this process, one aft
 so a busy machine slows them alike: read the ratios.
 
 Usage: python benchmarks/rollout_loop.py [--episodes 2000] [--copies 16] [--repeat 5]
-Run it with PYTHONPATH pointing at the checkout to measure.
+It measures the mosaic found first on the path: the repository this file is in.
 """
 
 from __future__ import annotations
@@ -20,79 +20,33 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
-from typing import cast
+from pathlib import Path
 
-import gymnasium
-import numpy as np
-from gymnasium.vector import AutoresetMode, SyncVectorEnv
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
-from mosaic.environments.sync_copies import SyncCopies
-from mosaic.messages import (
-    ComponentSpec,
-    EnvironmentStartRequest,
-    EnvironmentStartResponse,
-    MuscleSetupRequest,
-    RolloutCollectRequest,
-    RolloutCollectResponse,
-    RolloutRunRequest,
-    RolloutStopRequest,
-)
-from mosaic.orchestration.rollout_worker import RolloutWorker
-from mosaic.runtime.component import handle_hosted
-
-SEED = 1
+from benchmarks.rollouts import sync_vector  # noqa: E402 (the repository root, first)
+from tests.orchestration.hosted_worker import collect, hosted_worker  # noqa: E402
 
 
 def worker_loop(copies: int, episodes: int) -> tuple[float, int]:
     """Env steps per CPU second of a rollout worker, and the steps it took."""
-    worker = RolloutWorker("cartpole/rollout-0")
-    started = cast(EnvironmentStartResponse, handle_hosted(worker, EnvironmentStartRequest(
-        "cartpole", "gymnasium:CartPole-v1", {}, SEED, copies, seeding="once")))
-    handle_hosted(worker, MuscleSetupRequest(
-        "random", "random@cartpole/rollout-0", "cartpole",
-        ComponentSpec("mosaic.agents:RandomMuscle", {}), started.sensors, started.actuators, 5,
-        "train", "", 10.0, 0, copies, False, None, ""))
-    handle_hosted(worker, RolloutRunRequest("cartpole", 1, SEED, 0, 0, episodes, None, "random",
-                                            False, True))
     steps = 0
-    began = time.process_time()
-    try:
+    with hosted_worker("gymnasium:CartPole-v1", {}, copies, episodes, steps=False,
+                       seeding="once") as worker:
+        began = time.process_time()
         while True:
             worker.do_work()
-            answer = cast(RolloutCollectResponse,
-                          handle_hosted(worker, RolloutCollectRequest(worker.uid)))
+            answer = collect(worker)
             if answer.error:
                 raise SystemExit(f"the worker failed: {answer.error}")
             steps += answer.steps
             if answer.finished:
                 break
         return steps / (time.process_time() - began), steps
-    finally:
-        handle_hosted(worker, RolloutStopRequest(worker.uid))
-        worker.on_shutdown()
-
-
-def vector_loop(copies: int, steps: int, lean: bool) -> float:
-    """Env steps per CPU second of ``steps`` real env steps of a plain loop over
-    ``SyncVectorEnv(copies)`` (Gymnasium's next-step autoreset), or of ``SyncCopies`` resetting
-    inside the step (``lean``)."""
-    makers = [lambda: gymnasium.make("CartPole-v1")] * copies
-    env = (SyncCopies(makers, autoreset_mode=AutoresetMode.SAME_STEP) if lean
-           else SyncVectorEnv(makers))
-    env.action_space.seed(SEED)
-    env.reset(seed=SEED)
-    resetting = np.zeros(copies, dtype=bool)
-    taken = 0
-    began = time.process_time()
-    while taken < steps:
-        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        taken += copies - int(np.count_nonzero(resetting))
-        if not lean:
-            resetting = terminated | truncated
-    rate = taken / (time.process_time() - began)
-    env.close()
-    return rate
 
 
 def _load() -> str:
@@ -109,8 +63,8 @@ def main() -> None:
     ratios, lean_ratios = [], []
     for round_ in range(1, args.repeat + 1):
         worker, steps = worker_loop(args.copies, args.episodes)
-        sync = vector_loop(args.copies, steps, lean=False)
-        lean = vector_loop(args.copies, steps, lean=True)
+        sync = sync_vector(args.copies, steps, clock=time.process_time)
+        lean = sync_vector(args.copies, steps, lean=True, clock=time.process_time)
         ratios.append(worker / sync)
         lean_ratios.append(worker / lean)
         print(f"round {round_}: worker {worker:,.0f} env steps per CPU second "

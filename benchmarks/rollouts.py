@@ -65,6 +65,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -205,13 +206,14 @@ def run_mosaic(folder: Path, name: str, text: str) -> Run:
 
 # -- references --------------------------------------------------------------------------------
 
-def sync_vector(copies: int, steps: int, lean: bool = False) -> float:
+def sync_vector(copies: int, steps: int, lean: bool = False,
+                clock: Callable[[], float] = time.perf_counter) -> float:
     """Env-steps/s of a plain loop over ``SyncVectorEnv(copies)`` of CartPole with random
     actions, until ``steps`` real env steps (an autoreset is not one). ``lean``: over mosaic's
     own vector instead, :class:`~mosaic.environments.sync_copies.SyncCopies`, resetting an
     ended copy inside the step as mosaic's copies seeded once do (Gymnasium's SAME_STEP
     autoreset, in which every step of every copy is a real one): what mosaic's loop adds to its
-    vector (row 1's notes)."""
+    vector (row 1's notes). ``clock``: wall time, or ``time.process_time`` for CPU time."""
     import gymnasium
     import numpy as np
     from gymnasium.vector import AutoresetMode
@@ -227,13 +229,13 @@ def sync_vector(copies: int, steps: int, lean: bool = False) -> float:
     env.reset(seed=1)
     resetting = np.zeros(copies, dtype=bool)
     taken = 0
-    started = time.perf_counter()
+    started = clock()
     while taken < steps:
         _, _, terminated, truncated, _ = env.step(env.action_space.sample())
         taken += copies - int(resetting.sum())
         if not lean:
             resetting = terminated | truncated
-    elapsed = time.perf_counter() - started
+    elapsed = clock() - started
     env.close()
     return taken / elapsed
 
